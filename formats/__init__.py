@@ -1,0 +1,1 @@
+"""Model file formats: GGUF reading/writing glue, quant block layouts and dequantization."""

@@ -1,0 +1,156 @@
+"""Request-level data: sampling parameters, sequences, token events. No torch here."""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import time
+from dataclasses import dataclass, field
+
+from localllm.errors import RequestError
+
+
+@dataclass
+class SamplingParams:
+    max_tokens: int = 256
+    temperature: float = 1.0  # 0 = greedy
+    top_p: float = 1.0
+    top_k: int = 0  # 0 = disabled
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0  # llama.cpp/CTRL style, over prompt + output
+    presence_penalty: float = 0.0  # OpenAI style, over output tokens
+    frequency_penalty: float = 0.0
+    seed: int | None = None
+    stop: list[str] = field(default_factory=list)
+    stop_token_ids: list[int] = field(default_factory=list)
+    ignore_eos: bool = False
+    logprobs: int | None = None  # None: off; N >= 0: chosen token + N most likely
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.max_tokens >= 1, "max_tokens", "max_tokens must be >= 1"),
+            (0.0 <= self.temperature <= 100.0, "temperature", "temperature must be in [0, 100]"),
+            (0.0 < self.top_p <= 1.0, "top_p", "top_p must be in (0, 1]"),
+            (self.top_k >= 0, "top_k", "top_k must be >= 0"),
+            (0.0 <= self.min_p <= 1.0, "min_p", "min_p must be in [0, 1]"),
+            (self.repetition_penalty > 0.0, "repetition_penalty", "repetition_penalty must be > 0"),
+            (-2.0 <= self.presence_penalty <= 2.0, "presence_penalty", "presence_penalty must be in [-2, 2]"),
+            (-2.0 <= self.frequency_penalty <= 2.0, "frequency_penalty", "frequency_penalty must be in [-2, 2]"),
+            (self.logprobs is None or 0 <= self.logprobs <= 20, "logprobs", "top_logprobs must be in [0, 20]"),
+        ]
+        for ok, param, msg in checks:
+            if not ok:
+                raise RequestError(msg, param=param)
+        if isinstance(self.stop, str):
+            self.stop = [self.stop]
+        self.stop = [s for s in self.stop if s]
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0 or self.top_k == 1
+
+    @property
+    def needs_penalties(self) -> bool:
+        return (
+            self.repetition_penalty != 1.0
+            or self.presence_penalty != 0.0
+            or self.frequency_penalty != 0.0
+        )
+
+
+class SeqStatus(enum.Enum):
+    WAITING = "waiting"
+    RUNNING = "running"
+    FINISHED = "finished"
+
+
+_seq_counter = itertools.count()
+
+
+class Sequence:
+    """One generation stream: prompt + output ids and how much of it is in the KV cache."""
+
+    def __init__(self, request_id: str, prompt_ids: list[int], params: SamplingParams) -> None:
+        self.seq_id = next(_seq_counter)
+        self.request_id = request_id
+        self.prompt_len = len(prompt_ids)
+        self.token_ids: list[int] = list(prompt_ids)  # prompt + generated
+        self.params = params
+        self.status = SeqStatus.WAITING
+        self.num_computed = 0  # tokens whose K/V are in the cache
+        self.num_cached_prompt = 0  # prompt tokens served by the prefix cache (first admission)
+        self.block_table: list[int] = []
+        self.num_preemptions = 0
+        self.finish_reason: str | None = None
+        self.arrival_time = time.monotonic()
+        self.scheduled_time: float | None = None
+        self.first_token_time: float | None = None
+        self.last_token_time: float | None = None
+        self.finish_time: float | None = None
+        self.draft_ids: list[int] = []  # speculative proposals for the next step
+        self.spec_proposed = 0
+        self.spec_accepted = 0
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.token_ids)
+
+    @property
+    def output_ids(self) -> list[int]:
+        return self.token_ids[self.prompt_len :]
+
+    @property
+    def num_output(self) -> int:
+        return len(self.token_ids) - self.prompt_len
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status is SeqStatus.FINISHED
+
+    @property
+    def in_prefill(self) -> bool:
+        """True while tokens other than the last sampled one still lack K/V."""
+        return self.num_computed < self.num_tokens - 1
+
+    def __repr__(self) -> str:
+        return (
+            f"Sequence(id={self.seq_id}, req={self.request_id!r}, tokens={self.num_tokens}, "
+            f"computed={self.num_computed}, status={self.status.value})"
+        )
+
+
+@dataclass
+class TokenLogprob:
+    token_id: int
+    token: str
+    logprob: float
+    top: list[tuple[int, str, float]] = field(default_factory=list)  # (id, text, logprob)
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass
+class TokenEvent:
+    """What a request's stream yields after each engine step that touched it."""
+
+    request_id: str
+    text: str = ""  # new text since the previous event (never half a UTF-8 character)
+    token_ids: list[int] = field(default_factory=list)
+    logprobs: list[TokenLogprob] | None = None
+    finish_reason: str | None = None  # "stop" | "length" | "abort" | "error"
+    usage: Usage | None = None  # set on the final event
+    error: str | None = None
+    stats: dict | None = None  # per-request timings on the final event
+
+    @property
+    def finished(self) -> bool:
+        return self.finish_reason is not None
