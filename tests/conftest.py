@@ -1,0 +1,49 @@
+"""Shared fixtures. On a machine without CUDA, Triton kernels run in the interpreter."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+try:
+    import torch
+
+    HAS_CUDA = torch.cuda.is_available()
+except Exception:  # pragma: no cover
+    HAS_CUDA = False
+
+if not HAS_CUDA:
+    # must be set before any @triton.jit function is defined
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+TESTDATA = Path(os.environ.get("LOCALLLM_TESTDATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "testdata")).resolve()
+
+
+def testdata_path(*parts: str) -> Path:
+    p = TESTDATA.joinpath(*parts)
+    if not p.exists():
+        pytest.skip(f"test data not found: {p} (set LOCALLLM_TESTDATA)")
+    return p
+
+
+@pytest.fixture
+def testdata() -> Path:
+    if not TESTDATA.exists():
+        pytest.skip(f"test data folder not found: {TESTDATA}")
+    return TESTDATA
+
+
+@pytest.fixture
+def stories_path() -> Path:
+    return testdata_path("models", "stories260K.gguf")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if HAS_CUDA:
+        return
+    skip = pytest.mark.skip(reason="needs an NVIDIA GPU with CUDA")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
