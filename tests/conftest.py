@@ -18,7 +18,9 @@ if not HAS_CUDA:
     # must be set before any @triton.jit function is defined
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-TESTDATA = Path(os.environ.get("LOCALLLM_TESTDATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "testdata")).resolve()
+TESTDATA = Path(
+    os.environ.get("LOCALLLM_TESTDATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "testdata")
+).resolve()
 
 
 def testdata_path(*parts: str) -> Path:
