@@ -1,0 +1,99 @@
+"""ModelConfig from GGUF metadata, through a registry of supported architectures."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from localllm.config import ModelConfig, RopeScaling
+from localllm.errors import ModelLoadError
+from localllm.formats.gguf import GGUFFile
+
+
+@dataclass(frozen=True)
+class ArchSpec:
+    rope_style: str  # how Q/K pairs are rotated for this GGUF arch (llama.cpp's rope type)
+    qkv_bias: bool = False
+    qk_norm: bool = False
+
+
+# llama.cpp: LLM_ARCH_LLAMA uses LLAMA_ROPE_TYPE_NORM (adjacent pairs; the converter permutes
+# HF Q/K rows for it); qwen2/qwen3 use LLAMA_ROPE_TYPE_NEOX (half split, no permutation).
+ARCHS: dict[str, ArchSpec] = {
+    "llama": ArchSpec(rope_style="interleaved"),
+    "qwen2": ArchSpec(rope_style="neox", qkv_bias=True),
+    "qwen3": ArchSpec(rope_style="neox", qk_norm=True),
+}
+
+
+def _rope_scaling(g: GGUFFile, arch: str) -> RopeScaling | None:
+    kind = g.get(f"{arch}.rope.scaling.type")
+    factor = g.get(f"{arch}.rope.scaling.factor")
+    if kind in (None, "none") or not factor or float(factor) == 1.0:
+        return None
+    orig = int(g.get(f"{arch}.rope.scaling.original_context_length", 8192))
+    if kind == "linear":
+        return RopeScaling("linear", float(factor), original_context=orig)
+    if kind == "llama3":
+        return RopeScaling(
+            "llama3",
+            float(factor),
+            low_freq_factor=float(g.get(f"{arch}.rope.scaling.low_freq_factor", 1.0)),
+            high_freq_factor=float(g.get(f"{arch}.rope.scaling.high_freq_factor", 4.0)),
+            original_context=orig,
+        )
+    raise ModelLoadError(g.path, f"unsupported rope scaling type {kind!r}")
+
+
+def _int(g: GGUFFile, key: str, default: int | None = None) -> int:
+    v = g.get(key, default)
+    if v is None:
+        raise ModelLoadError(g.path, f"missing metadata key {key!r}")
+    if isinstance(v, list):  # per-layer arrays (e.g. head_count_kv): we need them uniform
+        if len(set(v)) != 1:
+            raise ModelLoadError(g.path, f"{key} varies per layer, which is not supported")
+        v = v[0]
+    return int(v)
+
+
+def model_config_from_gguf(g: GGUFFile) -> ModelConfig:
+    arch = g.arch
+    spec = ARCHS.get(arch)
+    if spec is None:
+        raise ModelLoadError(
+            g.path, f"unsupported architecture {arch!r} (supported: {', '.join(sorted(ARCHS))})"
+        )
+    dim = _int(g, f"{arch}.embedding_length")
+    n_heads = _int(g, f"{arch}.attention.head_count")
+    n_kv = _int(g, f"{arch}.attention.head_count_kv", n_heads)
+    head_dim = _int(g, f"{arch}.attention.key_length", dim // n_heads)
+    embd = g.tensor("token_embd.weight")
+    vocab = int(g.get(f"{arch}.vocab_size", embd.shape[0]))
+    rope_dim = g.get(f"{arch}.rope.dimension_count", head_dim)
+    if int(rope_dim) != head_dim:
+        raise ModelLoadError(g.path, f"partial rotary embeddings ({rope_dim} of {head_dim}) are not supported")
+    try:
+        return ModelConfig(
+            arch=arch,
+            vocab_size=vocab,
+            dim=dim,
+            n_layers=_int(g, f"{arch}.block_count"),
+            n_heads=n_heads,
+            n_kv_heads=n_kv,
+            head_dim=head_dim,
+            ffn_dim=_int(g, f"{arch}.feed_forward_length"),
+            context_length=_int(g, f"{arch}.context_length", 2048),
+            rope_theta=float(g.get(f"{arch}.rope.freq_base", 10000.0)),
+            rope_scaling=_rope_scaling(g, arch),
+            rope_style=spec.rope_style,
+            rms_eps=float(g.get(f"{arch}.attention.layer_norm_rms_epsilon", 1e-5)),
+            tie_embeddings="output.weight" not in g.tensors,
+            qkv_bias=spec.qkv_bias and "blk.0.attn_q.bias" in g.tensors,
+            qk_norm=spec.qk_norm,
+            name=str(g.get("general.name", "") or ""),
+        )
+    except ValueError as e:
+        raise ModelLoadError(g.path, f"inconsistent model metadata ({e})") from None
+
+
+ConfigBuilder = Callable[[GGUFFile], ModelConfig]

@@ -1,0 +1,40 @@
+"""Device and dtype selection, and memory figures for clear out-of-memory messages."""
+
+from __future__ import annotations
+
+import torch
+
+from localllm.errors import LocalLLMError
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(name)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise LocalLLMError("--device cuda was asked for but no CUDA GPU is available")
+    if dev.type not in ("cuda", "cpu"):
+        raise LocalLLMError(f"unsupported device {name!r} (use cpu or cuda)")
+    return dev
+
+
+def pick_backend(name: str, device: torch.device) -> str:
+    if name != "auto":
+        if name == "triton" and device.type != "cuda":
+            raise LocalLLMError("the triton backend needs a CUDA device")
+        return name
+    return "triton" if device.type == "cuda" else "reference"
+
+
+def activation_dtype(device: torch.device) -> torch.dtype:
+    return torch.float16 if device.type == "cuda" else torch.float32
+
+
+def gib(n: float) -> str:
+    return f"{n / 2**30:.2f} GiB"
+
+
+def device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return "CPU"

@@ -1,0 +1,212 @@
+"""LLMEngine: one step = schedule -> forward -> sample -> postprocess. Single-threaded.
+
+AsyncEngine (async_engine.py) runs it in a background thread for the server and the chat UI.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+
+import torch
+
+from localllm.block_manager import BlockManager
+from localllm.chat_template import ChatTemplate
+from localllm.config import EngineConfig
+from localllm.core import SamplingParams, Sequence, TokenEvent, TokenLogprob, Usage
+from localllm.errors import RequestError
+from localllm.formats.gguf import GGUFFile
+from localllm.formats.gguf_config import model_config_from_gguf
+from localllm.runner import ModelRunner
+from localllm.sampler import Sampler, SamplingRow
+from localllm.scheduler import ScheduledBatch, Scheduler, SchedulerConfig
+from localllm.stats import EngineStats, request_stats
+from localllm.stop import StopStringBuffer
+from localllm.tokenizer import IncrementalDetokenizer, Tokenizer
+
+log = logging.getLogger("localllm")
+
+
+@dataclass
+class _RequestState:
+    seq: Sequence
+    detok: IncrementalDetokenizer
+    stop: StopStringBuffer
+    stop_ids: frozenset[int]
+    logprobs: list[TokenLogprob] = field(default_factory=list)
+
+
+class LLMEngine:
+    def __init__(self, cfg: EngineConfig) -> None:
+        self.cfg = cfg
+        self.gguf = GGUFFile(cfg.model)
+        self.model_cfg = model_config_from_gguf(self.gguf)
+        self.tokenizer = Tokenizer.from_gguf(self.gguf.metadata)
+        self.chat_template = ChatTemplate.from_metadata(self.gguf.metadata, self.tokenizer)
+        self.runner = ModelRunner(cfg, self.gguf, self.model_cfg)
+        self.max_model_len = self.runner.max_model_len
+        self.block_manager = BlockManager(
+            self.runner.kv.num_blocks, cfg.block_size, cfg.enable_prefix_caching,
+            model_id=f"{self.gguf.path}:{self.gguf.file_size}",
+        )
+        self.scheduler = Scheduler(
+            SchedulerConfig(cfg.max_num_seqs, cfg.max_num_batched_tokens, self.max_model_len),
+            self.block_manager,
+        )
+        self.sampler = Sampler(self.model_cfg.vocab_size, self.runner.device, seed=cfg.seed)
+        self.requests: dict[str, _RequestState] = {}
+        self.stats = EngineStats()
+
+    # ---- requests -----------------------------------------------------------------------
+    def add_request(self, prompt_ids: list[int], params: SamplingParams,
+                    request_id: str | None = None) -> str:
+        request_id = request_id or uuid.uuid4().hex
+        if request_id in self.requests:
+            raise RequestError(f"duplicate request id {request_id!r}")
+        if not prompt_ids:
+            raise RequestError("the prompt is empty", param="prompt")
+        V = self.model_cfg.vocab_size
+        if any(not 0 <= t < V for t in prompt_ids):
+            raise RequestError(f"prompt token ids must be in [0, {V})", param="prompt")
+        seq = Sequence(request_id, prompt_ids, params)
+        self.scheduler.add(seq)  # raises context_length_exceeded
+        stop_ids = frozenset(params.stop_token_ids) | (
+            frozenset() if params.ignore_eos else self.tokenizer.stop_ids
+        )
+        self.requests[request_id] = _RequestState(
+            seq, IncrementalDetokenizer(self.tokenizer), StopStringBuffer(params.stop), stop_ids
+        )
+        self.stats.requests_received += 1
+        return request_id
+
+    def abort(self, request_id: str) -> TokenEvent | None:
+        st = self.requests.pop(request_id, None)
+        if st is None:
+            return None
+        self.scheduler.abort(request_id)
+        self.sampler.forget(st.seq.seq_id)
+        self.stats.requests_aborted += 1
+        return self._final_event(st, "abort", "")
+
+    def has_work(self) -> bool:
+        return self.scheduler.has_unfinished()
+
+    # ---- one step -----------------------------------------------------------------------
+    @torch.inference_mode()
+    def step(self) -> list[TokenEvent]:
+        batch = self.scheduler.schedule()
+        if not batch.items:
+            return []
+        now = time.monotonic()
+        for it in batch.items:
+            if it.seq.scheduled_time is None:
+                it.seq.scheduled_time = now
+        t0 = time.perf_counter()
+        out = self.runner.execute(batch)
+        accepted = self._sample(batch, out.logits, out.rows)
+        self.scheduler.update(batch, accepted)
+        self.stats.record_step(batch, time.perf_counter() - t0)
+        self.stats.preemptions = self.scheduler.num_preemptions
+        return self._postprocess(batch, accepted)
+
+    def _sample(self, batch: ScheduledBatch, logits: torch.Tensor,
+                rows: list[tuple[int, int]]) -> dict[int, list[int]]:
+        accepted: dict[int, list[int]] = {it.seq.seq_id: [] for it in batch.items}
+        sample_items = [(it, r0) for it, (r0, k) in zip(batch.items, rows) if k]
+        if not sample_items:
+            return accepted
+        srows = [
+            SamplingRow(it.seq.params, it.seq.seq_id, it.seq.token_ids[: it.seq.prompt_len], it.seq.output_ids)
+            for it, _ in sample_items
+        ]
+        index = torch.tensor([r0 for _, r0 in sample_items], device=logits.device)
+        res = self.sampler.sample(logits.index_select(0, index), srows)
+        for j, (it, _) in enumerate(sample_items):
+            tok = res.token_ids[j]
+            accepted[it.seq.seq_id] = [tok]
+            if res.logprobs is not None and it.seq.params.logprobs is not None:
+                self._record_logprob(it.seq, tok, res.logprobs[j])
+        return accepted
+
+    def _record_logprob(self, seq: Sequence, tok: int, lp: tuple[float, list[tuple[int, float]]]) -> None:
+        st = self.requests.get(seq.request_id)
+        if st is None:
+            return
+        to_str = self.tokenizer.token_to_str
+        top = [(i, to_str(i), v) for i, v in lp[1][: seq.params.logprobs]]
+        st.logprobs.append(TokenLogprob(tok, to_str(tok), lp[0], top))
+
+    # ---- postprocess --------------------------------------------------------------------
+    def _postprocess(self, batch: ScheduledBatch, accepted: dict[int, list[int]]) -> list[TokenEvent]:
+        events = []
+        now = time.monotonic()
+        for it in batch.items:
+            seq = it.seq
+            new = accepted.get(seq.seq_id) or []
+            st = self.requests.get(seq.request_id)
+            if not new or st is None or seq.is_finished:
+                continue
+            if seq.first_token_time is None:
+                seq.first_token_time = now
+            seq.last_token_time = now
+            ev = self._advance(st, new)
+            if ev is not None:
+                events.append(ev)
+        return events
+
+    def _advance(self, st: _RequestState, new: list[int]) -> TokenEvent | None:
+        seq, p = st.seq, st.seq.params
+        text, emitted, reason = "", [], None
+        for tok in new:
+            emitted.append(tok)
+            if tok in st.stop_ids:
+                reason = "stop"
+                break
+            piece, stopped = st.stop.feed(st.detok.add([tok]))
+            text += piece
+            if stopped:
+                reason = "stop"
+                break
+            if seq.num_output - (len(new) - len(emitted)) >= p.max_tokens:
+                reason = "length"
+                break
+            if seq.num_tokens - (len(new) - len(emitted)) >= self.max_model_len:
+                reason = "length"
+                break
+        lps = None
+        if p.logprobs is not None:  # _sample recorded one entry per new token
+            lps = st.logprobs[len(st.logprobs) - len(new) :][: len(emitted)]
+        if reason is None:
+            return TokenEvent(seq.request_id, text, emitted, lps)
+        if not st.stop.stopped:
+            text += st.stop.feed(st.detok.flush())[0] + st.stop.flush()
+        del seq.token_ids[seq.num_tokens - (len(new) - len(emitted)) :]  # drop tokens past the stop
+        ev = self._final_event(st, reason, text, emitted, lps)
+        self.scheduler.finish(seq, reason)
+        self.sampler.forget(seq.seq_id)
+        self.requests.pop(seq.request_id, None)
+        self.stats.record_finished(seq)
+        return ev
+
+    def _final_event(self, st: _RequestState, reason: str, text: str, ids: list[int] | None = None,
+                     lps: list[TokenLogprob] | None = None) -> TokenEvent:
+        seq = st.seq
+        usage = Usage(seq.prompt_len, seq.num_output, seq.num_cached_prompt)
+        return TokenEvent(seq.request_id, text, ids or [], lps, reason, usage, stats=request_stats(seq))
+
+    # ---- conveniences -------------------------------------------------------------------
+    def encode_prompt(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special=True, parse_special=True)
+
+    def generate(self, prompts: list[list[int]], params: SamplingParams | list[SamplingParams]
+                 ) -> list[list[int]]:
+        """Run prompts to completion (tests, bench): returns the generated ids of each."""
+        plist = params if isinstance(params, list) else [params] * len(prompts)
+        ids = [self.add_request(p, sp) for p, sp in zip(prompts, plist)]
+        out: dict[str, list[int]] = {i: [] for i in ids}
+        while self.has_work():
+            for ev in self.step():
+                out[ev.request_id] += ev.token_ids
+        return [out[i] for i in ids]

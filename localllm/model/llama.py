@@ -1,0 +1,83 @@
+"""Forward pass of the Llama family (llama, qwen2 with q/k/v bias, qwen3 with q/k RMSNorm).
+
+Plain functions over ModelWeights; every op goes through the kernel registry (`ops`), so the
+same code is the CPU reference path and the Triton GPU path.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from localllm.config import ModelConfig
+from localllm.kernels.registry import Ops
+from localllm.kernels.qlinear import QuantWeight
+from localllm.model.batch import ForwardBatch, KVCache
+from localllm.model.weights import LayerWeights, ModelWeights
+
+
+def _linear(ops: Ops, x: torch.Tensor, ws: list[QuantWeight], bias: torch.Tensor | None = None) -> torch.Tensor:
+    """x [T, K] through one fused weight (or several, concatenated) -> [T, N]."""
+    if len(ws) == 1:
+        return ops.qlinear(x, ws[0], bias)
+    out = torch.cat([ops.qlinear(x, w) for w in ws], dim=-1)
+    return out + bias if bias is not None else out
+
+
+class LlamaModel:
+    def __init__(self, cfg: ModelConfig, weights: ModelWeights, ops: Ops, attn_ops: Ops,
+                 cos_sin: torch.Tensor) -> None:
+        self.cfg = cfg
+        self.w = weights
+        self.ops = ops
+        self.attn_ops = attn_ops  # attention may fall back to the reference for tiny head dims
+        self.cos_sin = cos_sin  # [max_pos, head_dim]
+        self.scale = cfg.head_dim ** -0.5
+
+    def _attention(self, i: int, layer: LayerWeights, x: torch.Tensor, fb: ForwardBatch,
+                   kv: KVCache) -> torch.Tensor:
+        cfg, ops = self.cfg, self.ops
+        T = x.shape[0]
+        qkv = _linear(ops, x, layer.wqkv, layer.bqkv)  # [T, q + 2 kv]
+        q = qkv[:, : cfg.q_size].view(T, cfg.n_heads, cfg.head_dim)
+        k = qkv[:, cfg.q_size : cfg.q_size + cfg.kv_size].view(T, cfg.n_kv_heads, cfg.head_dim)
+        v = qkv[:, cfg.q_size + cfg.kv_size :].view(T, cfg.n_kv_heads, cfg.head_dim)
+        if layer.q_norm is not None:
+            q = ops.rms_norm(q.reshape(-1, cfg.head_dim), layer.q_norm, cfg.rms_eps).view(q.shape)
+            k = ops.rms_norm(k.reshape(-1, cfg.head_dim), layer.k_norm, cfg.rms_eps).view(k.shape)
+        ops.rope_store_kv(
+            q, k, v, fb.positions, self.cos_sin, cfg.rope_style == "interleaved",
+            kv.k[i], kv.v[i], kv.k_scale[i], kv.v_scale[i], fb.slot_mapping,
+        )
+        o = self.attn_ops.paged_attention(
+            q, kv.k[i], kv.v[i], kv.k_scale[i], kv.v_scale[i], fb.block_tables, fb.cu_seqlens_q,
+            fb.seq_lens, fb.max_q_len, fb.max_seq_len, self.scale,
+        )  # [T, Hq, D]
+        return ops.qlinear(o.reshape(T, cfg.q_size), layer.wo)
+
+    def _mlp(self, layer: LayerWeights, x: torch.Tensor) -> torch.Tensor:
+        F = self.cfg.ffn_dim
+        gu = _linear(self.ops, x, layer.w_gate_up)  # [T, 2F]
+        return self.ops.qlinear(self.ops.silu_mul(gu[:, :F], gu[:, F:]), layer.w_down)
+
+    def forward(self, fb: ForwardBatch, kv: KVCache) -> torch.Tensor:
+        """Returns the final-normed hidden states of the rows in fb.logits_indices: [S, dim]."""
+        ops, eps = self.ops, self.cfg.rms_eps
+        h = self.w.embed(fb.input_ids)  # [T, D]
+        residual = h
+        x = ops.rms_norm(h, self.w.layers[0].attn_norm, eps)
+        for i, layer in enumerate(self.w.layers):
+            if i > 0:
+                x, residual = ops.add_rms_norm(h, residual, layer.attn_norm, eps)
+            h = self._attention(i, layer, x, fb, kv)
+            x, residual = ops.add_rms_norm(h, residual, layer.ffn_norm, eps)
+            h = self._mlp(layer, x)
+        if fb.logits_indices.numel() == 0:  # a prefill chunk that samples nothing
+            return h[:0]
+        h = h.index_select(0, fb.logits_indices)
+        residual = residual.index_select(0, fb.logits_indices)
+        x, _ = ops.add_rms_norm(h, residual, self.w.norm, eps)
+        return x
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """[S, dim] -> [S, vocab] float32."""
+        return self.ops.qlinear(hidden, self.w.lm_head).float()

@@ -1,0 +1,141 @@
+"""Model weights on the device, in the layout the kernels read (packed once at load)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from gguf import GGMLQuantizationType
+
+from localllm.config import ModelConfig
+from localllm.errors import ModelLoadError
+from localllm.formats.gguf import GGUFFile, RawTensor
+from localllm.formats.quants import check_supported, dequantize, dequantize_tensor
+from localllm.kernels.qlinear import QuantWeight, concat_weights, pack_weight
+
+_FLOAT_QTYPES = {GGMLQuantizationType.F32, GGMLQuantizationType.F16, GGMLQuantizationType.BF16}
+
+
+class Embedding:
+    """Token embedding table kept in its file format; only looked-up rows are dequantized."""
+
+    def __init__(self, raw: RawTensor, device: torch.device, dtype: torch.dtype) -> None:
+        self.qtype = raw.qtype
+        self.dtype = dtype
+        if raw.qtype in _FLOAT_QTYPES:
+            self.table = dequantize_tensor(raw, device).to(dtype)  # [V, D]
+            self.quantized = False
+        else:
+            self.table = torch.from_numpy(np.ascontiguousarray(raw.data)).to(device)  # [V, row_bytes]
+            self.quantized = True
+
+    def __call__(self, ids: torch.Tensor) -> torch.Tensor:  # ids [T] -> [T, D]
+        rows = self.table.index_select(0, ids)
+        if not self.quantized:
+            return rows
+        return dequantize(rows, self.qtype).to(self.dtype)
+
+
+@dataclass
+class LayerWeights:
+    attn_norm: torch.Tensor  # [D]
+    wqkv: list[QuantWeight]  # one fused [q+2kv, D] weight, or [wq, wk, wv] when formats differ
+    bqkv: torch.Tensor | None  # [q+2kv] (qwen2)
+    q_norm: torch.Tensor | None  # [head_dim] (qwen3)
+    k_norm: torch.Tensor | None
+    wo: QuantWeight  # [D, q]
+    ffn_norm: torch.Tensor  # [D]
+    w_gate_up: list[QuantWeight]  # one fused [2F, D] weight, or [gate, up]
+    w_down: QuantWeight  # [D, F]
+
+
+@dataclass
+class ModelWeights:
+    embed: Embedding
+    layers: list[LayerWeights]
+    norm: torch.Tensor  # [D]
+    lm_head: QuantWeight  # [V, D]
+    rope_freqs: torch.Tensor | None  # [head_dim / 2] per-dim divisors (GGUF rope_freqs.weight)
+
+    @property
+    def nbytes(self) -> int:
+        return weight_bytes(self)
+
+
+def _norm(g: GGUFFile, name: str, device: torch.device) -> torch.Tensor:
+    return dequantize_tensor(g.tensor(name), device).float()  # norms stay fp32
+
+
+def _linear(g: GGUFFile, name: str, cfg_shape: tuple[int, int], device: torch.device,
+            dtype: torch.dtype) -> QuantWeight:
+    raw = g.tensor(name)
+    if tuple(raw.shape) != cfg_shape:
+        raise ModelLoadError(g.path, f"tensor {name!r} has shape {raw.shape}, expected {cfg_shape}")
+    check_supported(raw.qtype, g.path, name)
+    return pack_weight(raw, device, dtype)
+
+
+def _fuse(ws: list[QuantWeight]) -> list[QuantWeight]:
+    fused = concat_weights(ws)
+    return [fused] if fused is not None else ws
+
+
+def _layer(g: GGUFFile, cfg: ModelConfig, i: int, device: torch.device, dtype: torch.dtype) -> LayerWeights:
+    p = f"blk.{i}."
+    D, F = cfg.dim, cfg.ffn_dim
+    qkv = [
+        _linear(g, p + "attn_q.weight", (cfg.q_size, D), device, dtype),
+        _linear(g, p + "attn_k.weight", (cfg.kv_size, D), device, dtype),
+        _linear(g, p + "attn_v.weight", (cfg.kv_size, D), device, dtype),
+    ]
+    bias = None
+    if cfg.qkv_bias:
+        parts = [dequantize_tensor(g.tensor(p + f"attn_{x}.bias"), device) for x in "qkv"]
+        bias = torch.cat(parts).to(dtype)
+    gate_up = [
+        _linear(g, p + "ffn_gate.weight", (F, D), device, dtype),
+        _linear(g, p + "ffn_up.weight", (F, D), device, dtype),
+    ]
+    return LayerWeights(
+        attn_norm=_norm(g, p + "attn_norm.weight", device),
+        wqkv=_fuse(qkv),
+        bqkv=bias,
+        q_norm=_norm(g, p + "attn_q_norm.weight", device) if cfg.qk_norm else None,
+        k_norm=_norm(g, p + "attn_k_norm.weight", device) if cfg.qk_norm else None,
+        wo=_linear(g, p + "attn_output.weight", (D, cfg.q_size), device, dtype),
+        ffn_norm=_norm(g, p + "ffn_norm.weight", device),
+        w_gate_up=_fuse(gate_up),
+        w_down=_linear(g, p + "ffn_down.weight", (D, F), device, dtype),
+    )
+
+
+def load_weights(g: GGUFFile, cfg: ModelConfig, device: torch.device, dtype: torch.dtype) -> ModelWeights:
+    """Read every tensor of a GGUF file into device memory, packed for the kernels."""
+    embd = g.tensor("token_embd.weight")
+    check_supported(embd.qtype, g.path, embd.name)
+    if embd.shape != (cfg.vocab_size, cfg.dim):
+        raise ModelLoadError(g.path, f"token_embd.weight has shape {embd.shape}, expected {(cfg.vocab_size, cfg.dim)}")
+    head_name = "token_embd.weight" if cfg.tie_embeddings else "output.weight"
+    rope_freqs = None
+    if "rope_freqs.weight" in g.tensors:
+        rope_freqs = dequantize_tensor(g.tensor("rope_freqs.weight"), "cpu").float()
+    return ModelWeights(
+        embed=Embedding(embd, device, dtype),
+        layers=[_layer(g, cfg, i, device, dtype) for i in range(cfg.n_layers)],
+        norm=_norm(g, "output_norm.weight", device),
+        lm_head=_linear(g, head_name, (cfg.vocab_size, cfg.dim), device, dtype),
+        rope_freqs=rope_freqs,
+    )
+
+
+def weight_bytes(w: ModelWeights) -> int:
+    """Bytes a decode step reads from the weights (everything but the embedding table)."""
+    def qw(x: QuantWeight) -> int:
+        return sum(t.numel() * t.element_size() for t in x.tensors.values())
+
+    total = qw(w.lm_head) + w.norm.numel() * 4
+    for layer in w.layers:
+        for x in [*layer.wqkv, layer.wo, *layer.w_gate_up, layer.w_down]:
+            total += qw(x)
+    return total

@@ -1,0 +1,190 @@
+"""ModelRunner: the only place that builds device tensors.
+
+Turns a ScheduledBatch into a ForwardBatch (flat ragged tokens, positions, slot mapping, block
+tables, cu_seqlens), runs the model, and returns logits only for the rows that are sampled.
+Decode-only batches replay CUDA graphs captured for bucketed batch sizes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from localllm.config import EngineConfig, ModelConfig
+from localllm.device import activation_dtype, gib, pick_backend, pick_device
+from localllm.errors import OutOfMemoryError
+from localllm.formats.gguf import GGUFFile
+from localllm.kernels.registry import Ops
+from localllm.kv_cache import allocate_kv_cache, bytes_per_block, plan_num_blocks, resolve_kv_dtype
+from localllm.model import MODEL_CLASSES
+from localllm.model.batch import ForwardBatch, KVCache
+from localllm.model.rope import cos_sin_table
+from localllm.model.weights import load_weights
+from localllm.runner_graphs import GraphRunner
+from localllm.scheduler import ScheduledBatch
+
+log = logging.getLogger("localllm")
+
+CPU_KV_BUDGET = 2 << 30  # bytes of KV pool on the CPU reference path
+
+
+@dataclass
+class StepOutput:
+    logits: torch.Tensor  # [S, vocab] float32
+    rows: list[tuple[int, int]]  # per batch item: (first logits row, number of rows); (0, 0) if none
+
+
+class ModelRunner:
+    def __init__(self, cfg: EngineConfig, gguf: GGUFFile, model_cfg: ModelConfig) -> None:
+        self.cfg = cfg
+        self.model_cfg = model_cfg
+        self.device = pick_device(cfg.device)
+        self.backend = pick_backend(cfg.backend, self.device)
+        self.dtype = activation_dtype(self.device)
+        self.kv_dtype = resolve_kv_dtype(cfg.kv_dtype, self.device)
+        self.max_model_len = min(cfg.max_model_len or model_cfg.context_length, 1 << 20)
+        self.block_size = cfg.block_size
+        self.max_blocks_per_seq = -(-self.max_model_len // self.block_size)
+        t0 = time.perf_counter()
+        self._check_weights_fit(gguf)
+        try:
+            weights = load_weights(gguf, model_cfg, self.device, self.dtype)
+        except torch.cuda.OutOfMemoryError:
+            raise OutOfMemoryError(self._weights_oom_message(gguf)) from None
+        self.load_seconds = time.perf_counter() - t0
+        ops = Ops(self.backend)
+        # the Triton attention kernels need head_dim >= 16 (tl.dot); tiny models use the reference
+        attn_ops = ops if model_cfg.head_dim >= 16 else Ops("reference")
+        cos_sin = cos_sin_table(model_cfg, self.max_model_len, self.device, weights.rope_freqs)
+        self.model = MODEL_CLASSES[model_cfg.arch](model_cfg, weights, ops, attn_ops, cos_sin)
+        self.weight_bytes = weights.nbytes
+        self.kv = self._allocate_kv()
+        self.graphs: GraphRunner | None = None
+        if self.device.type == "cuda" and cfg.cuda_graphs:
+            self.graphs = GraphRunner(self, max(1, cfg.max_num_seqs))
+
+    # ---- memory -------------------------------------------------------------------------
+    def _check_weights_fit(self, gguf: GGUFFile) -> None:
+        if self.device.type != "cuda":
+            return
+        free, total = torch.cuda.mem_get_info(self.device)
+        need = sum(t.nbytes for t in gguf.tensors.values())
+        if need > free * self.cfg.gpu_memory_utilization:
+            raise OutOfMemoryError(self._weights_oom_message(gguf))
+
+    def _weights_oom_message(self, gguf: GGUFFile) -> str:
+        free, total = torch.cuda.mem_get_info(self.device)
+        need = sum(t.nbytes for t in gguf.tensors.values())
+        return (
+            f"{gguf.path}: the model needs about {gib(need)} of GPU memory for its weights, but "
+            f"{torch.cuda.get_device_name(self.device)} has {gib(free)} free of {gib(total)}"
+        )
+
+    def _allocate_kv(self) -> KVCache:
+        mc, bs = self.model_cfg, self.block_size
+        if self.cfg.num_kv_blocks is not None:
+            return allocate_kv_cache(mc, self.cfg.num_kv_blocks, bs, self.kv_dtype, self.device)
+        if self.device.type != "cuda":
+            per_ctx = self.max_blocks_per_seq * self.cfg.max_num_seqs
+            n = min(per_ctx, plan_num_blocks(mc, bs, self.kv_dtype, CPU_KV_BUDGET, self.max_model_len))
+            return allocate_kv_cache(mc, n, bs, self.kv_dtype, self.device)
+        peak = self._profile_peak_memory()
+        free, total = torch.cuda.mem_get_info(self.device)
+        used_elsewhere = total - free - torch.cuda.memory_reserved(self.device)
+        budget = int(total * self.cfg.gpu_memory_utilization) - peak - used_elsewhere
+        budget -= 256 << 20  # CUDA graphs, sampler and allocator slack
+        n = plan_num_blocks(mc, bs, self.kv_dtype, budget, self.max_model_len)
+        return allocate_kv_cache(mc, n, bs, self.kv_dtype, self.device)
+
+    def _profile_peak_memory(self) -> int:
+        """Peak bytes torch allocates for weights + one forward of max_num_batched_tokens."""
+        n_tok = min(self.cfg.max_num_batched_tokens, self.max_model_len)
+        n_blocks = -(-n_tok // self.block_size) + 1
+        kv = allocate_kv_cache(self.model_cfg, n_blocks, self.block_size, self.kv_dtype, self.device)
+        torch.cuda.synchronize(self.device)
+        torch.cuda.reset_peak_memory_stats(self.device)
+        fb = self._build(
+            input_ids=[0] * n_tok, positions=list(range(n_tok)),
+            slots=list(range(n_tok)), tables=[list(range(n_blocks))], q_lens=[n_tok],
+            seq_lens=[n_tok], logits_rows=list(range(min(n_tok, self.cfg.max_num_seqs))),
+        )
+        self.model.logits(self.model.forward(fb, kv))
+        torch.cuda.synchronize(self.device)
+        kv_bytes = n_blocks * bytes_per_block(self.model_cfg, self.block_size, self.kv_dtype)
+        peak = torch.cuda.max_memory_allocated(self.device) - kv_bytes
+        del kv
+        torch.cuda.empty_cache()
+        return peak
+
+    @property
+    def num_kv_tokens(self) -> int:
+        return self.kv.num_blocks * self.block_size
+
+    # ---- batches ------------------------------------------------------------------------
+    def _build(self, input_ids: list[int], positions: list[int], slots: list[int],
+               tables: list[list[int]], q_lens: list[int], seq_lens: list[int],
+               logits_rows: list[int]) -> ForwardBatch:
+        dev = self.device
+        width = max(1, max(len(t) for t in tables))
+        bt = np.zeros((len(tables), width), dtype=np.int32)
+        for i, t in enumerate(tables):
+            bt[i, : len(t)] = t
+        cu = np.zeros(len(q_lens) + 1, dtype=np.int32)
+        np.cumsum(q_lens, out=cu[1:])
+        as_t = lambda a, dt: torch.as_tensor(np.asarray(a, dtype=dt)).to(dev, non_blocking=True)
+        return ForwardBatch(
+            input_ids=as_t(input_ids, np.int64),
+            positions=as_t(positions, np.int64),
+            slot_mapping=as_t(slots, np.int64),
+            block_tables=torch.from_numpy(bt).to(dev, non_blocking=True),
+            cu_seqlens_q=torch.from_numpy(cu).to(dev, non_blocking=True),
+            seq_lens=as_t(seq_lens, np.int32),
+            max_q_len=max(q_lens),
+            max_seq_len=max(seq_lens),
+            logits_indices=as_t(logits_rows, np.int64),
+        )
+
+    def prepare(self, batch: ScheduledBatch) -> tuple[ForwardBatch, list[tuple[int, int]]]:
+        bs = self.block_size
+        ids: list[int] = []
+        tables, q_lens, seq_lens, logits_rows = [], [], [], []
+        rows: list[tuple[int, int]] = []
+        pos_chunks = []
+        for it in batch.items:
+            seq, start, n = it.seq, it.start, it.num_tokens
+            known = n - len(it.draft_ids)
+            ids += seq.token_ids[start : start + known]
+            ids += it.draft_ids
+            pos_chunks.append(np.arange(start, start + n, dtype=np.int64))
+            tables.append(seq.block_table)
+            q_lens.append(n)
+            seq_lens.append(start + n)
+            if it.needs_logits:
+                k = 1 + len(it.draft_ids)
+                rows.append((len(logits_rows), k))
+                end = len(ids)
+                logits_rows += range(end - k, end)
+            else:
+                rows.append((0, 0))
+        pos = np.concatenate(pos_chunks)
+        slots = np.concatenate([
+            np.asarray(t, dtype=np.int64)[p // bs] * bs + p % bs
+            for t, p in zip(tables, pos_chunks)
+        ])
+        fb = self._build(ids, pos, slots, tables, q_lens, seq_lens, logits_rows)
+        return fb, rows
+
+    @torch.inference_mode()
+    def execute(self, batch: ScheduledBatch) -> StepOutput:
+        if self.graphs is not None and self.graphs.can_run(batch):
+            logits, rows = self.graphs.run(batch)
+            return StepOutput(logits, rows)
+        fb, rows = self.prepare(batch)
+        hidden = self.model.forward(fb, self.kv)
+        if hidden.shape[0] == 0:
+            return StepOutput(torch.empty(0, self.model_cfg.vocab_size, device=self.device), rows)
+        return StepOutput(self.model.logits(hidden), rows)

@@ -1,0 +1,62 @@
+"""Engine-wide counters and per-request timings (queue time, TTFT, TPOT)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from localllm.core import Sequence
+    from localllm.scheduler import ScheduledBatch
+
+
+def request_stats(seq: Sequence) -> dict:
+    arrival = seq.arrival_time
+    first = seq.first_token_time
+    last = seq.last_token_time
+    n = seq.num_output
+    out = {
+        "prompt_tokens": seq.prompt_len,
+        "completion_tokens": n,
+        "cached_prompt_tokens": seq.num_cached_prompt,
+        "preemptions": seq.num_preemptions,
+        "queue_time": (seq.scheduled_time - arrival) if seq.scheduled_time else None,
+        "ttft": (first - arrival) if first else None,
+        "tpot": ((last - first) / (n - 1)) if first and last and n > 1 else None,
+    }
+    if seq.spec_proposed:
+        out["spec_acceptance"] = seq.spec_accepted / seq.spec_proposed
+    return out
+
+
+@dataclass
+class EngineStats:
+    requests_received: int = 0
+    requests_finished: int = 0
+    requests_aborted: int = 0
+    prompt_tokens: int = 0
+    generated_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    preemptions: int = 0
+    steps: int = 0
+    step_time: float = 0.0
+    spec_proposed: int = 0
+    spec_accepted: int = 0
+    last: dict = field(default_factory=dict)  # stats of the most recently finished request
+
+    def record_step(self, batch: ScheduledBatch, seconds: float) -> None:
+        self.steps += 1
+        self.step_time += seconds
+
+    def record_finished(self, seq: Sequence) -> None:
+        self.requests_finished += 1
+        self.prompt_tokens += seq.prompt_len
+        self.generated_tokens += seq.num_output
+        self.cached_prompt_tokens += seq.num_cached_prompt
+        self.spec_proposed += seq.spec_proposed
+        self.spec_accepted += seq.spec_accepted
+        self.last = request_stats(seq)
+
+    @property
+    def prefix_hit_rate(self) -> float:
+        return self.cached_prompt_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
