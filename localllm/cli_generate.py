@@ -1,0 +1,73 @@
+"""`localllm generate`: stream one completion to stdout, then a one-line summary."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from localllm.cli_args import add_engine_args, engine_config
+from localllm.core import SamplingParams
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("generate", help="generate text from a prompt and print it")
+    add_engine_args(p)
+    p.add_argument("--prompt", "-p", required=True, help="prompt text ('' = start from BOS)")
+    p.add_argument("--max-tokens", "-n", type=int, default=256)
+    p.add_argument("--temperature", "-t", type=float, default=0.8)
+    p.add_argument("--top-p", type=float, default=0.95)
+    p.add_argument("--top-k", type=int, default=40)
+    p.add_argument("--min-p", type=float, default=0.0)
+    p.add_argument("--repeat-penalty", type=float, default=1.0)
+    p.add_argument("--seed", dest="sample_seed", type=int, default=None, help="sampling seed")
+    p.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
+    p.add_argument("--chat", action="store_true",
+                   help="wrap the prompt as a user message in the model's chat template")
+    p.add_argument("--system", default=None, help="system message (with --chat)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from localllm.engine import LLMEngine
+
+    engine = LLMEngine(engine_config(args, max_num_seqs=1))
+    if args.chat:
+        msgs = ([{"role": "system", "content": args.system}] if args.system else [])
+        msgs.append({"role": "user", "content": args.prompt})
+        text = engine.chat_template.render(msgs, add_generation_prompt=True)
+        ids = engine.tokenizer.encode(text, add_special=not engine.chat_template.renders_bos)
+    else:
+        ids = engine.encode_prompt(args.prompt)
+    params = SamplingParams(
+        max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p,
+        top_k=args.top_k, min_p=args.min_p, repetition_penalty=args.repeat_penalty,
+        seed=args.sample_seed, stop=args.stop,
+    )
+    t0 = time.perf_counter()
+    rid = engine.add_request(ids, params)
+    first = None
+    out = sys.stdout
+    final = None
+    while engine.has_work():
+        for ev in engine.step():
+            if ev.request_id != rid:
+                continue
+            if first is None and ev.token_ids:
+                first = time.perf_counter()
+            out.write(ev.text)
+            out.flush()
+            if ev.finished:
+                final = ev
+    t1 = time.perf_counter()
+    out.write("\n")
+    out.flush()
+    n = final.usage.completion_tokens if final and final.usage else 0
+    gen_time = (t1 - first) if first else 0.0
+    tps = (n - 1) / gen_time if n > 1 and gen_time > 0 else 0.0
+    print(
+        f"[prompt {len(ids)} tokens, generated {n} tokens, {tps:.1f} tok/s, "
+        f"first token {((first or t1) - t0) * 1000:.0f} ms, finish: {final.finish_reason if final else '?'}]",
+        file=sys.stderr,
+    )
+    return 0
