@@ -1,0 +1,16 @@
+"""SiLU-gated product reference: silu(gate) * up (pure torch)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from localllm.kernels.registry import register
+
+
+@register("silu_mul", "reference")
+def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """gate, up [T, F] (may be strided views of one [T, 2F] tensor) -> [T, F] in gate.dtype."""
+    if gate.shape != up.shape:
+        raise ValueError(f"silu_mul: gate {tuple(gate.shape)} and up {tuple(up.shape)} differ")
+    return (F.silu(gate.float()) * up.float()).to(gate.dtype)

@@ -1,0 +1,24 @@
+"""RMSNorm references: `rms_norm` and the fused residual-add `add_rms_norm` (pure torch)."""
+
+from __future__ import annotations
+
+import torch
+
+from localllm.kernels.registry import register
+
+
+@register("rms_norm", "reference")
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """x [..., D], weight [D] -> [..., D] in x.dtype; the statistics are computed in fp32."""
+    xf = x.float()
+    inv = torch.rsqrt(xf.square().mean(dim=-1, keepdim=True) + eps)  # [..., 1]
+    return (xf * inv * weight.float()).to(x.dtype)
+
+
+@register("add_rms_norm", "reference")
+def add_rms_norm(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """r = x + residual (rounded to x.dtype); returns (rms_norm(r), r), both [..., D]."""
+    r = (x.float() + residual.float()).to(x.dtype)
+    return rms_norm(r, weight, eps), r
