@@ -97,8 +97,10 @@ class LLMEngine:
     @torch.inference_mode()
     def step(self) -> list[TokenEvent]:
         batch = self.scheduler.schedule()
+        ended = [self._end_by_scheduler(seq) for seq in batch.finished]
+        events = [ev for ev in ended if ev is not None]
         if not batch.items:
-            return []
+            return events
         now = time.monotonic()
         for it in batch.items:
             if it.seq.scheduled_time is None:
@@ -109,7 +111,17 @@ class LLMEngine:
         self.scheduler.update(batch, accepted)
         self.stats.record_step(batch, time.perf_counter() - t0)
         self.stats.preemptions = self.scheduler.num_preemptions
-        return self._postprocess(batch, accepted)
+        return events + self._postprocess(batch, accepted)
+
+    def _end_by_scheduler(self, seq: Sequence) -> TokenEvent | None:
+        """A sequence the scheduler finished itself (context full): flush its text."""
+        st = self.requests.pop(seq.request_id, None)
+        if st is None:
+            return None
+        self.sampler.forget(seq.seq_id)
+        self.stats.record_finished(seq)
+        text = "" if st.stop.stopped else st.stop.feed(st.detok.flush())[0] + st.stop.flush()
+        return self._final_event(st, seq.finish_reason or "length", text)
 
     def _sample(self, batch: ScheduledBatch, logits: torch.Tensor,
                 rows: list[tuple[int, int]]) -> dict[int, list[int]]:

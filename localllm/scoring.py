@@ -1,0 +1,53 @@
+"""Teacher-forced scoring: log-probabilities of a token sequence under the model (NLL, KV quality)."""
+
+from __future__ import annotations
+
+import torch
+
+from localllm.core import SamplingParams, Sequence
+from localllm.errors import RequestError
+from localllm.scheduler_types import ScheduledBatch, ScheduledSeq
+
+
+@torch.inference_mode()
+def token_logprobs(engine, ids: list[int], chunk: int = 512) -> torch.Tensor:
+    """[len(ids) - 1] float32: log p(ids[i+1] | ids[:i+1]), prefilled through the paged KV cache
+    in chunks (so int8/fp8 KV is exercised exactly as in generation)."""
+    if len(ids) > engine.max_model_len:
+        raise RequestError(f"{len(ids)} tokens exceed the context of {engine.max_model_len}")
+    runner, bm = engine.runner, engine.block_manager
+    seq = Sequence("__score__", ids, SamplingParams(max_tokens=1))
+    if not bm.allocate(seq, len(ids)):
+        raise RequestError("not enough free KV blocks to score this text")
+    out = []
+    try:
+        for start in range(0, len(ids), chunk):
+            n = min(chunk, len(ids) - start)
+            batch = ScheduledBatch([ScheduledSeq(seq, start, n, [], needs_logits=False)])
+            fb, _ = runner.prepare(batch)
+            fb.logits_indices = torch.arange(n, device=runner.device)
+            logits = runner.model.logits(runner.model.forward(fb, runner.kv))  # [n, V]
+            seq.num_computed = start + n
+            targets = torch.tensor(ids[start + 1 : start + n + 1], device=runner.device)
+            lp = torch.log_softmax(logits[: targets.numel()], dim=-1)
+            out.append(lp.gather(1, targets[:, None])[:, 0].float().cpu())
+    finally:
+        bm.free(seq)
+    return torch.cat(out)
+
+
+def mean_nll(engine, ids: list[int], window: int, chunk: int = 512) -> float:
+    """Mean negative log-likelihood over ids split into independent windows of `window` tokens
+    (each window after the first starts with BOS when the model uses one)."""
+    bos = engine.tokenizer.bos_id if engine.tokenizer.add_bos else None
+    total, count = 0.0, 0
+    body = ids[1:] if bos is not None and ids and ids[0] == bos else ids
+    step = window - (1 if bos is not None else 0)
+    for s in range(0, len(body), step):
+        w = ([bos] if bos is not None else []) + body[s : s + step]
+        if len(w) < 2:
+            break
+        lp = token_logprobs(engine, w, chunk)
+        total -= float(lp.sum())
+        count += lp.numel()
+    return total / count
