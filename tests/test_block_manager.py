@@ -1,0 +1,315 @@
+"""Block manager: unit tests of the prefix cache and a hypothesis state machine over its invariants."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from localllm.block_manager import BlockManager
+from localllm.core import SamplingParams, Sequence
+
+BS = 4
+
+
+def make_seq(tokens: list[int], rid: str = "r") -> Sequence:
+    return Sequence(rid, list(tokens), SamplingParams(max_tokens=16))
+
+
+def run_prefill(bm: BlockManager, seq: Sequence) -> bool:
+    """Admit seq with its prefix hit and compute the whole rest in one step."""
+    cached = bm.get_computed_prefix(seq)
+    if not bm.allocate(seq, seq.num_tokens - len(cached) * bm.block_size, cached):
+        return False
+    seq.num_computed = seq.num_tokens
+    bm.cache_full_blocks(seq)
+    return True
+
+
+def test_importing_does_not_import_torch() -> None:
+    code = (
+        "import sys, localllm.block_manager, localllm.scheduler\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_miss_then_hit_shares_blocks() -> None:
+    bm = BlockManager(16, BS)
+    a = make_seq(list(range(10)))  # 2 full blocks + 2 tokens
+    assert bm.get_computed_prefix(a) == []
+    assert run_prefill(bm, a)
+    assert bm.num_cached_blocks == 2
+    b = make_seq(list(range(8)) + [99, 98, 97])
+    hit = bm.get_computed_prefix(b)
+    assert hit == a.block_table[:2]
+    assert bm.allocate(b, 3, hit)
+    assert b.num_computed == 8 and b.num_cached_prompt == 8
+    assert b.block_table[:2] == a.block_table[:2]
+    assert all(bm.ref_count(x) == 2 for x in hit)
+    assert not any(bm.is_writable(x) for x in hit)
+    assert bm.is_writable(b.block_table[2])
+    assert bm.stats()["hits"] == 8 and bm.stats()["queries"] == 10 + 11
+
+
+def test_prefix_never_covers_whole_sequence() -> None:
+    bm = BlockManager(16, BS)
+    a = make_seq(list(range(8)))  # exactly 2 full blocks
+    assert run_prefill(bm, a)
+    assert bm.num_cached_blocks == 2
+    again = make_seq(list(range(8)))
+    assert bm.get_computed_prefix(again) == a.block_table[:1]  # last full block recomputed
+    longer = make_seq(list(range(9)))
+    assert bm.get_computed_prefix(longer) == a.block_table[:2]
+
+
+def test_hit_needs_same_prefix_and_model() -> None:
+    bm = BlockManager(16, BS, model_id="m1")
+    assert run_prefill(bm, make_seq([1, 2, 3, 4, 5, 6, 7, 8, 9]))
+    # same second block, different first block: the chain key differs
+    assert bm.get_computed_prefix(make_seq([0, 2, 3, 4, 5, 6, 7, 8, 9])) == []
+    other = BlockManager(16, BS, model_id="m2")
+    assert other._hash(other._root, (1, 2, 3, 4)) != bm._hash(bm._root, (1, 2, 3, 4))
+
+
+def test_hit_compares_tokens_not_only_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    bm = BlockManager(16, BS)
+    monkeypatch.setattr(bm, "_hash", lambda parent, tokens: b"same key for every block")
+    assert run_prefill(bm, make_seq([1, 2, 3, 4, 5]))
+    assert bm.get_computed_prefix(make_seq([1, 2, 3, 9, 5])) == []
+    assert len(bm.get_computed_prefix(make_seq([1, 2, 3, 4, 5]))) == 1
+
+
+def test_disabled_prefix_caching_caches_nothing() -> None:
+    bm = BlockManager(8, BS, enable_prefix_caching=False)
+    a = make_seq(list(range(9)))
+    assert run_prefill(bm, a)
+    assert bm.num_cached_blocks == 0
+    assert bm.get_computed_prefix(make_seq(list(range(9)))) == []
+    bm.free(a)
+    assert bm.num_free_blocks == 8 and bm.num_used_blocks == 0
+
+
+def test_allocate_failure_changes_nothing() -> None:
+    bm = BlockManager(4, BS)
+    a = make_seq(list(range(9)))
+    assert run_prefill(bm, a)  # 3 blocks, 2 cached
+    bm.free(a)
+    b = make_seq(list(range(8)) + [50] * 10)  # hit 2 evictable blocks, needs 3 more: 5 > 4
+    hit = bm.get_computed_prefix(b)
+    assert len(hit) == 2
+    before = (bm.num_free_blocks, bm.num_cached_blocks, bm.stats())
+    assert not bm.allocate(b, 10, hit)
+    assert (bm.num_free_blocks, bm.num_cached_blocks, bm.stats()) == before
+    assert b.block_table == [] and b.num_computed == 0
+    assert bm.allocate(b, 8, hit)  # 2 hit + 2 new blocks fit
+    assert bm.num_free_blocks == 0
+
+
+def test_free_sends_cached_to_lru_and_uncached_to_free_list() -> None:
+    bm = BlockManager(8, BS)
+    a = make_seq(list(range(6)))
+    assert run_prefill(bm, a)  # block 0 cached, block 1 partial
+    assert bm.num_used_blocks == 2 and bm.num_free_blocks == 6
+    bm.free(a)
+    assert a.block_table == []
+    assert bm.num_used_blocks == 0 and bm.num_free_blocks == 8 and bm.num_cached_blocks == 1
+    bm.clear_cache()
+    assert bm.num_cached_blocks == 0 and len(bm._free) == 8
+
+
+def test_eviction_takes_free_blocks_first_then_lru_order() -> None:
+    bm = BlockManager(4, BS)
+    a, b = make_seq([1] * 5), make_seq([2] * 5)
+    assert run_prefill(bm, a) and run_prefill(bm, b)  # each: 1 cached block + 1 partial
+    cached_a, cached_b = a.block_table[0], b.block_table[0]
+    bm.free(a)  # a's cached block released first: least recently used
+    bm.free(b)
+    c = make_seq([3] * 3)
+    assert bm.allocate(c, 3, bm.get_computed_prefix(c))
+    assert bm.stats()["evictions"] == 0  # a truly free block was available
+    d = make_seq([4] * 3)
+    assert bm.allocate(d, 3, bm.get_computed_prefix(d))
+    e = make_seq([5] * 3)
+    assert bm.allocate(e, 3, bm.get_computed_prefix(e))
+    assert bm.stats()["evictions"] == 1
+    assert e.block_table == [cached_a]  # LRU victim
+    assert bm.get_computed_prefix(make_seq([1] * 5)) == []
+    assert bm.get_computed_prefix(make_seq([2] * 5)) == [cached_b]
+
+
+def test_hit_refreshes_nothing_until_released_again() -> None:
+    bm = BlockManager(3, BS)
+    a, b = make_seq([1] * 5), make_seq([2] * 5)
+    assert run_prefill(bm, a)
+    bm.free(a)
+    assert run_prefill(bm, b)
+    bm.free(b)  # LRU now: a's block (older), b's block
+    a2 = make_seq([1] * 5)
+    assert run_prefill(bm, a2)  # takes a's cached block back, then frees -> most recent
+    bm.free(a2)
+    big = make_seq([7] * 8)
+    assert bm.allocate(big, 8, [])  # needs 2 blocks: free one, then evict LRU = b's block
+    assert bm.get_computed_prefix(make_seq([2] * 5)) == []
+    assert len(bm.get_computed_prefix(make_seq([1] * 5))) == 1
+
+
+def test_duplicate_block_is_not_indexed_twice() -> None:
+    bm = BlockManager(8, BS)
+    a, b = make_seq([1, 2, 3, 4, 5]), make_seq([1, 2, 3, 4, 6])
+    assert bm.allocate(a, 5, []) and bm.allocate(b, 5, [])  # both computed without a hit
+    for s in (a, b):
+        s.num_computed = 5
+        bm.cache_full_blocks(s)
+    assert bm.num_cached_blocks == 1
+    assert bm.is_cached(a.block_table[0]) and bm.is_writable(b.block_table[0])
+    bm.free(b)
+    assert bm.num_cached_blocks == 1 and bm.num_free_blocks == 6
+
+
+def test_truncate_releases_tail_blocks() -> None:
+    bm = BlockManager(8, BS)
+    a = make_seq([1, 2, 3])
+    assert bm.allocate(a, 3, [])
+    a.num_computed = 3
+    assert bm.allocate(a, 1 + 6)  # decode with 6 draft slots: positions 3..9 -> 3 blocks
+    assert len(a.block_table) == 3
+    a.token_ids += [7, 8]
+    a.num_computed = 4
+    bm.truncate(a, a.num_tokens)  # 5 tokens -> 2 blocks
+    assert len(a.block_table) == 2 and bm.num_used_blocks == 2
+
+
+def test_computed_blocks_only_for_admission() -> None:
+    bm = BlockManager(8, BS)
+    a = make_seq(list(range(9)))
+    assert run_prefill(bm, a)
+    with pytest.raises(ValueError):
+        bm.allocate(a, 1, [])
+
+
+# ---- stateful property test -------------------------------------------------------------------
+
+NUM_BLOCKS = 10
+tokens_st = st.lists(st.integers(0, 1), min_size=1, max_size=14)  # tiny alphabet: many collisions
+
+
+class BlockManagerMachine(RuleBasedStateMachine):
+    """Drives a BlockManager like an engine would, with a shadow KV pool that records which token
+    each slot holds. Every computed position must read back its own token."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bm = BlockManager(NUM_BLOCKS, BS, model_id="m")
+        self.seqs: list[Sequence] = []
+        self.kv: dict[int, list[int | None]] = {b: [None] * BS for b in range(NUM_BLOCKS)}
+
+    def _write(self, seq: Sequence, tokens: list[int]) -> None:
+        """Write K/V for tokens at positions num_computed.. (slots must be writable)."""
+        for i, tok in enumerate(tokens):
+            pos = seq.num_computed + i
+            block = seq.block_table[pos // BS]
+            assert self.bm.is_writable(block), f"slot {pos} of {seq} is in a shared block"
+            self.kv[block][pos % BS] = tok
+
+    @rule(tokens=tokens_st, chunk=st.integers(1, 14), sampled=st.integers(0, 1))
+    def admit(self, tokens: list[int], chunk: int, sampled: int) -> None:
+        seq = make_seq(tokens)
+        hit = self.bm.get_computed_prefix(seq)
+        assert len(hit) * BS < seq.num_tokens
+        for i, block in enumerate(hit):
+            assert self.kv[block] == tokens[i * BS : (i + 1) * BS]
+        n = min(chunk, seq.num_tokens - len(hit) * BS)
+        free_before = self.bm.num_free_blocks
+        if not self.bm.allocate(seq, n, hit):
+            assert seq.block_table == [] and self.bm.num_free_blocks == free_before
+            return
+        assert seq.num_computed == len(hit) * BS
+        self._write(seq, seq.token_ids[seq.num_computed : seq.num_computed + n])
+        seq.num_computed += n
+        if seq.num_computed == seq.num_tokens:
+            seq.token_ids.append(sampled)
+        self.bm.cache_full_blocks(seq)
+        self.seqs.append(seq)
+
+    @precondition(lambda self: self.seqs)
+    @rule(data=st.data(), chunk=st.integers(1, 9), drafts=st.lists(st.integers(0, 1), max_size=5))
+    def step(self, data: st.DataObject, chunk: int, drafts: list[int]) -> None:
+        seq = data.draw(st.sampled_from(self.seqs))
+        if seq.num_computed < seq.num_tokens:  # prefill chunk, or a decode with drafts
+            n = min(chunk, seq.num_tokens - seq.num_computed)
+            if seq.num_computed + n < seq.num_tokens:
+                drafts = []
+            if not self.bm.allocate(seq, n + len(drafts)):
+                return
+            self._write(seq, seq.token_ids[seq.num_computed : seq.num_computed + n] + drafts)
+            seq.num_computed += n
+            if seq.num_computed == seq.num_tokens:  # logits: accept a drafts + one new token
+                a = data.draw(st.integers(0, len(drafts)))
+                seq.token_ids += drafts[:a] + [data.draw(st.integers(0, 1))]
+                seq.num_computed += a
+                self.bm.truncate(seq, seq.num_tokens)
+        self.bm.cache_full_blocks(seq)
+
+    @precondition(lambda self: self.seqs)
+    @rule(data=st.data())
+    def free(self, data: st.DataObject) -> None:
+        seq = data.draw(st.sampled_from(self.seqs))
+        self.seqs.remove(seq)
+        self.bm.free(seq)
+
+    @rule()
+    def clear_cache(self) -> None:
+        self.bm.clear_cache()
+        referenced = [b for b in range(NUM_BLOCKS) if self.bm.ref_count(b) > 0]
+        assert self.bm.num_cached_blocks == sum(self.bm.is_cached(b) for b in referenced)
+
+    @rule()
+    def free_all(self) -> None:
+        for seq in self.seqs:
+            self.bm.free(seq)
+        self.seqs = []
+        assert self.bm.num_used_blocks == 0
+        assert self.bm.num_free_blocks == NUM_BLOCKS  # every block free or evictable
+        self.bm.clear_cache()
+        assert len(self.bm._free) == NUM_BLOCKS and self.bm.num_cached_blocks == 0
+
+    @invariant()
+    def ref_counts_match_block_tables(self) -> None:
+        counts = [0] * NUM_BLOCKS
+        for seq in self.seqs:
+            for block in seq.block_table:
+                counts[block] += 1
+        for b in range(NUM_BLOCKS):
+            assert self.bm.ref_count(b) == counts[b] >= 0
+            if counts[b] > 1:
+                assert self.bm.is_cached(b), "only cached blocks may be shared"
+        assert self.bm.num_used_blocks == sum(c > 0 for c in counts)
+        assert self.bm.num_used_blocks + self.bm.num_free_blocks == NUM_BLOCKS
+
+    @invariant()
+    def computed_positions_hold_their_tokens(self) -> None:
+        for seq in self.seqs:
+            assert len(seq.block_table) * BS >= seq.num_computed
+            for pos in range(seq.num_computed):
+                assert self.kv[seq.block_table[pos // BS]][pos % BS] == seq.token_ids[pos]
+
+    @invariant()
+    def cached_blocks_hold_their_chain_tokens(self) -> None:
+        for b in range(NUM_BLOCKS):
+            toks = self.bm.cached_tokens(b)
+            if toks is not None:
+                assert self.kv[b] == list(toks)
+
+
+BlockManagerMachine.TestCase.settings = settings(
+    max_examples=150,
+    stateful_step_count=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+TestBlockManagerMachine = BlockManagerMachine.TestCase
