@@ -13,6 +13,7 @@ F32/F16/F64/I8-I64 tensors are arrays of that numpy dtype.
 
 from __future__ import annotations
 
+import math
 import mmap
 import os
 import struct
@@ -191,7 +192,11 @@ class GGUFFile:
         _check_path(self.path)
         self._buf = _map_file(self.path)
         cur = _Cursor(self._buf, self.path)
-        self.version, self.metadata, infos = _read_header(cur)
+        try:
+            self.version, self.metadata, infos = _read_header(cur)
+        except (RecursionError, MemoryError, OverflowError, ValueError, struct.error) as e:
+            raise ModelLoadError(self.path, f"corrupt GGUF in the {cur.where} "
+                                 f"({type(e).__name__})") from None
         self.alignment = self._alignment()
         self.data_offset = -(-cur.pos // self.alignment) * self.alignment
         self.tensors: dict[str, RawTensor] = {}
@@ -220,7 +225,7 @@ class GGUFFile:
         if dims[0] % block:
             raise ModelLoadError(self.path, f"tensor {name!r} has rows of {dims[0]} elements, "
                                  f"not a multiple of the {qtype.name} block size {block}")
-        n_elems = int(np.prod(dims, dtype=np.int64))
+        n_elems = math.prod(dims)  # python ints: garbage dims cannot overflow
         nbytes = n_elems // block * type_size
         start = self.data_offset + info.offset
         if info.offset % self.alignment:
