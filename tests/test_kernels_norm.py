@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from localllm.kernels.registry import Ops, triton_available
 
 REF = Ops("reference")

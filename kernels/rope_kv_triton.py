@@ -1,0 +1,128 @@
+"""Triton RoPE + paged KV store (+ int8/fp8 quantization): one launch, one program per token.
+
+Each program rotates all query and key heads of its token in place (fp32 math), then writes
+the rotated key and the value rows to the token's cache slot, quantizing per head with the
+scale absmax / QMAX when the cache is int8 or fp8 (rules in rope_kv.py).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from localllm.kernels.registry import register
+from localllm.kernels.rope_kv import KV_QMAX, check_rope_store_args
+
+
+@triton.jit
+def _pair_offsets(HALF: tl.constexpr, HALF_PAD: tl.constexpr, INTERLEAVED: tl.constexpr):
+    i = tl.arange(0, HALF_PAD)
+    if INTERLEAVED:  # GGUF llama pairs (x[2i], x[2i+1])
+        return 2 * i, 2 * i + 1, i < HALF
+    else:  # neox pairs (x[i], x[i + D/2])
+        return i, i + HALF, i < HALF
+
+
+@triton.jit
+def _rotate_heads(X, stride_h, n_heads, cos, sin, o0, o1, dmask, H_PAD: tl.constexpr):
+    """Rotate rows X[h, :] for h < n_heads in place; returns the rounded halves [H_PAD, HALF]."""
+    h = tl.arange(0, H_PAD)
+    mask = (h < n_heads)[:, None] & dmask[None, :]
+    base = X + h[:, None] * stride_h
+    x0 = tl.load(base + o0[None, :], mask=mask, other=0.0).to(tl.float32)
+    x1 = tl.load(base + o1[None, :], mask=mask, other=0.0).to(tl.float32)
+    r0 = (x0 * cos[None, :] - x1 * sin[None, :]).to(X.dtype.element_ty)
+    r1 = (x0 * sin[None, :] + x1 * cos[None, :]).to(X.dtype.element_ty)
+    tl.store(base + o0[None, :], r0, mask=mask)
+    tl.store(base + o1[None, :], r1, mask=mask)
+    return r0.to(tl.float32), r1.to(tl.float32)
+
+
+@triton.jit
+def _store_pair(C, S, c_off, s_off, x0, x1, o0, o1, rmask, dmask, QMAX: tl.constexpr):
+    """Store halves x0/x1 [H_PAD, HALF] at cache rows C + c_off[h]; quantize when QMAX > 0."""
+    mask = rmask[:, None] & dmask[None, :]
+    if QMAX > 0:
+        amax = tl.maximum(tl.max(tl.abs(x0), axis=1), tl.max(tl.abs(x1), axis=1))  # [H_PAD]
+        scale = amax / QMAX
+        inv = (QMAX / tl.maximum(amax, 1e-30))[:, None]  # an all-zero row stays zero
+        y0 = tl.minimum(tl.maximum(x0 * inv, -QMAX), QMAX)
+        y1 = tl.minimum(tl.maximum(x1 * inv, -QMAX), QMAX)
+        if C.dtype.element_ty == tl.int8:  # round half away from zero, then exact int cast
+            y0 = tl.where(y0 >= 0, tl.floor(y0 + 0.5), tl.ceil(y0 - 0.5))
+            y1 = tl.where(y1 >= 0, tl.floor(y1 + 0.5), tl.ceil(y1 - 0.5))
+        tl.store(S + s_off, scale, mask=rmask)
+        x0, x1 = y0, y1
+    tl.store(C + c_off[:, None] + o0[None, :], x0.to(C.dtype.element_ty), mask=mask)
+    tl.store(C + c_off[:, None] + o1[None, :], x1.to(C.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _rope_store_kernel(
+    Q, K, V, POS, CS, KC, VC, KS, VS, SLOT,
+    stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_cs,
+    stride_kcb, stride_kch, stride_kct, stride_vcb, stride_vch, stride_vct,
+    stride_ksb, stride_ksh, stride_vsb, stride_vsh,
+    n_q_heads, n_kv_heads,
+    BLOCK_SIZE: tl.constexpr, HALF: tl.constexpr, HALF_PAD: tl.constexpr,
+    HQ_PAD: tl.constexpr, HKV_PAD: tl.constexpr, INTERLEAVED: tl.constexpr, QMAX: tl.constexpr,
+):
+    t = tl.program_id(0).to(tl.int64)
+    pos = tl.load(POS + t).to(tl.int64)
+    o0, o1, dmask = _pair_offsets(HALF, HALF_PAD, INTERLEAVED)
+    cos = tl.load(CS + pos * stride_cs + tl.arange(0, HALF_PAD), mask=dmask, other=0.0)
+    sin = tl.load(CS + pos * stride_cs + HALF + tl.arange(0, HALF_PAD), mask=dmask, other=0.0)
+    _rotate_heads(Q + t * stride_qt, stride_qh, n_q_heads, cos, sin, o0, o1, dmask, HQ_PAD)
+    k0, k1 = _rotate_heads(K + t * stride_kt, stride_kh, n_kv_heads, cos, sin, o0, o1, dmask,
+                           HKV_PAD)
+    slot = tl.load(SLOT + t).to(tl.int64)
+    blk = tl.maximum(slot, 0) // BLOCK_SIZE
+    off = tl.maximum(slot, 0) % BLOCK_SIZE
+    h = tl.arange(0, HKV_PAD)
+    rmask = (h < n_kv_heads) & (h * 0 + slot >= 0)  # [HKV_PAD]
+    mask = rmask[:, None] & dmask[None, :]  # [HKV_PAD, HALF_PAD]
+    _store_pair(KC, KS, blk * stride_kcb + h * stride_kch + off * stride_kct,
+                blk * stride_ksb + h * stride_ksh + off, k0, k1, o0, o1, rmask, dmask, QMAX)
+    vbase = V + t * stride_vt + h[:, None] * stride_vh
+    v0 = tl.load(vbase + o0[None, :], mask=mask, other=0.0).to(tl.float32)
+    v1 = tl.load(vbase + o1[None, :], mask=mask, other=0.0).to(tl.float32)
+    _store_pair(VC, VS, blk * stride_vcb + h * stride_vch + off * stride_vct,
+                blk * stride_vsb + h * stride_vsh + off, v0, v1, o0, o1, rmask, dmask, QMAX)
+
+
+def _unit_last(name: str, x: torch.Tensor) -> None:
+    if x.stride(-1) != 1:
+        raise ValueError(f"rope_store_kv: {name} needs a unit stride on its last dimension")
+
+
+@register("rope_store_kv", "triton")
+def rope_store_kv(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor,
+    cos_sin: torch.Tensor, interleaved: bool, k_cache: torch.Tensor, v_cache: torch.Tensor,
+    k_scale: torch.Tensor | None, v_scale: torch.Tensor | None, slot_mapping: torch.Tensor,
+) -> None:
+    """Same contract as the reference in rope_kv.py (q and k are rotated in place)."""
+    check_rope_store_args(q, k, v, positions, cos_sin, k_cache, v_cache, slot_mapping)
+    for name, x in (("q", q), ("k", k), ("v", v), ("cos_sin", cos_sin), ("k_cache", k_cache),
+                    ("v_cache", v_cache)):
+        _unit_last(name, x)
+    qmax = KV_QMAX.get(k_cache.dtype, 0.0)
+    if qmax and (k_scale is None or v_scale is None or k_scale.stride(-1) != 1):
+        raise ValueError(f"rope_store_kv: a {k_cache.dtype} cache needs unit-stride scales")
+    ks = k_scale if qmax else k_cache  # dummies when unused
+    vs = v_scale if qmax else v_cache
+    t, hq, d = q.shape
+    hkv = k.shape[1]
+    if t == 0:
+        return
+    half = d // 2
+    cs = cos_sin.float()  # [max_pos, D]
+    _rope_store_kernel[(t,)](
+        q, k, v, positions, cs, k_cache, v_cache, ks, vs, slot_mapping,
+        q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
+        cs.stride(0), *k_cache.stride()[:3], *v_cache.stride()[:3],
+        ks.stride(0), ks.stride(1), vs.stride(0), vs.stride(1), hq, hkv,
+        BLOCK_SIZE=k_cache.shape[2], HALF=half, HALF_PAD=triton.next_power_of_2(half),
+        HQ_PAD=triton.next_power_of_2(hq), HKV_PAD=triton.next_power_of_2(hkv),
+        INTERLEAVED=bool(interleaved), QMAX=qmax, num_warps=4,
+    )
