@@ -118,16 +118,19 @@ _PACKERS: dict[QT, tuple[str, Callable[..., dict[str, torch.Tensor]]]] = {
 }
 
 
-def _dequant_numpy(raw: RawTensor) -> np.ndarray:
-    """Any GGUF tensor -> float32 [N, K] with a library dequantizer."""
-    if raw.qtype in (QT.F32, QT.F16):
-        return np.asarray(raw.data).reshape(raw.shape).astype(np.float32, copy=False)
-    try:  # the project's own (numba) dequantizer when present
-        from localllm.formats.quants import dequantize
+def _dequant_dense(raw: RawTensor, device: torch.device | str) -> torch.Tensor:
+    """Any GGUF tensor -> float32 [N, K] on `device`, with a library dequantizer."""
+    try:  # the project's torch dequantizer (runs on the device, bit-exact with gguf-py)
+        from localllm.formats.quants import dequantize_tensor
     except ImportError:
         from gguf.quants import dequantize
-    out = dequantize(np.asarray(raw.data).view(np.uint8), raw.qtype)
-    return np.asarray(out, dtype=np.float32).reshape(raw.shape)
+
+        data = np.asarray(raw.data)
+        if raw.qtype not in (QT.F32, QT.F16):
+            data = data.view(np.uint8)
+        out = np.asarray(dequantize(data, raw.qtype), dtype=np.float32).reshape(raw.shape)
+        return torch.from_numpy(out).to(device)
+    return dequantize_tensor(raw, device)
 
 
 def pack_weight(
@@ -139,7 +142,7 @@ def pack_weight(
     n, k = raw.shape
     entry = _PACKERS.get(raw.qtype)
     if entry is None:
-        w = torch.from_numpy(_dequant_numpy(raw)).to(device=device, dtype=dtype)
+        w = _dequant_dense(raw, device).to(dtype)
         return QuantWeight("dense", n, k, {"w": w.contiguous()})
     fmt, packer = entry
     return QuantWeight(fmt, n, k, packer(raw, device))

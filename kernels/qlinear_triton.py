@@ -42,9 +42,9 @@ _FORMATS: dict[str, tuple[int, tuple[str, ...], int]] = {
 @triton.jit
 def _qlinear_kernel(
     x_ptr, out_ptr, bias_ptr, p0, p1, p2, p3,
-    T, N, K, stride_xm, stride_om,
+    T, N, K, stride_xm, stride_om, split,
     FMT: tl.constexpr, MODE: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-    TILE: tl.constexpr, SPLIT: tl.constexpr, HAS_BIAS: tl.constexpr,
+    TILE: tl.constexpr, ATOMIC: tl.constexpr, HAS_BIAS: tl.constexpr,
 ):  # fmt: skip
     """out [T, N] = x [T, K] @ W^T (+ bias); MODE_STORE: out [N, K] = W (grid axis 2 = K tiles)."""
     pid_n = tl.program_id(0)
@@ -59,7 +59,7 @@ def _qlinear_kernel(
     wo = out_ptr + rows * K  # [BN] workspace rows (MODE_STORE)
     acc = tl.zeros([BM, BN], dtype=tl.float32)
     n_tiles = K // TILE
-    per = tl.cdiv(n_tiles, SPLIT)
+    per = tl.cdiv(n_tiles, split)
     t0 = pid_k * per
     t1 = tl.minimum(t0 + per, n_tiles)
     for t in range(t0, t1):
@@ -86,10 +86,10 @@ def _qlinear_kernel(
             acc += tl.where(pid_k == 0, b, 0.0)[None, :]
         optrs = out_ptr + (pid_m * BM + offs_m)[:, None] * stride_om + offs_n[None, :]
         omask = mask_m[:, None] & mask_n[None, :]
-        if SPLIT == 1:
-            tl.store(optrs, acc.to(out_ptr.dtype.element_ty), mask=omask)
-        else:
+        if ATOMIC:  # split-K: partial sums into zeroed fp32
             tl.atomic_add(optrs, acc, mask=omask)
+        else:
+            tl.store(optrs, acc.to(out_ptr.dtype.element_ty), mask=omask)
 
 
 @dataclass(frozen=True)
@@ -163,8 +163,8 @@ def dequantize_triton(w: QuantWeight, dtype: torch.dtype = torch.float16) -> tor
     tile = _fit_tile(256, w.k, min_tile)
     grid = (triton.cdiv(w.n, 32), 1, w.k // tile)
     _qlinear_kernel[grid](
-        out, out, out, *planes, 1, w.n, w.k, 0, 0,
-        FMT=code, MODE=MODE_STORE, BM=1, BN=32, TILE=tile, SPLIT=w.k // tile, HAS_BIAS=False,
+        out, out, out, *planes, 1, w.n, w.k, 0, 0, w.k // tile,
+        FMT=code, MODE=MODE_STORE, BM=1, BN=32, TILE=tile, ATOMIC=False, HAS_BIAS=False,
         num_warps=4,
     )  # fmt: skip
     return out
@@ -177,9 +177,9 @@ def qlinear_launch(
     _check(x, w, bias)
     t = x.shape[0]
     if cfg.mode == MODE_STORE:
-        wd = dequantize_triton(w, x.dtype if x.dtype != torch.float32 else torch.float16)
-        b = bias.to(wd.dtype) if bias is not None else None
-        return torch.nn.functional.linear(x.to(wd.dtype), wd, b).to(x.dtype)
+        wd = dequantize_triton(w, x.dtype)  # [N, K] workspace, back to the caching allocator
+        b = bias.to(x.dtype) if bias is not None else None
+        return torch.nn.functional.linear(x, wd, b)
     code, names, _ = _FORMATS[w.fmt]
     planes = [w.tensors[p] for p in names]
     planes += [planes[0]] * (4 - len(planes))
@@ -189,8 +189,8 @@ def qlinear_launch(
     grid = (triton.cdiv(w.n, cfg.bn), triton.cdiv(t, cfg.bm), cfg.split)
     _qlinear_kernel[grid](
         x, out, bias if bias is not None else out, *planes,
-        t, w.n, w.k, x.stride(0), out.stride(0),
-        FMT=code, MODE=cfg.mode, BM=cfg.bm, BN=cfg.bn, TILE=cfg.tile, SPLIT=cfg.split,
+        t, w.n, w.k, x.stride(0), out.stride(0), cfg.split,
+        FMT=code, MODE=cfg.mode, BM=cfg.bm, BN=cfg.bn, TILE=cfg.tile, ATOMIC=cfg.split > 1,
         HAS_BIAS=bias is not None, num_warps=cfg.warps, num_stages=cfg.stages,
     )  # fmt: skip
     return out if cfg.split == 1 else out.to(x.dtype)
