@@ -1,0 +1,336 @@
+"""Synthetic GGUF models: real architecture shapes, random weights (benchmarks and tests).
+
+Speed does not depend on weight values, so the benchmark models of ANCHORS.md are written with
+uniform random quantized blocks whose fp16 scale fields are all `quant_scale` (0.002), F32 norms
+and a SentencePiece vocabulary padded to the model's size. The same writer makes tiny random
+models of any supported architecture and quant type for tests. Tensors are generated and
+written one at a time through `gguf.GGUFWriter`, so memory stays at one tensor.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from gguf import GGUF_DEFAULT_ALIGNMENT, GGMLQuantizationType, GGUFWriter, LlamaFileType, TokenType
+from localllm.formats.gguf import GGUFFile
+from localllm.formats.quants import LAYOUTS
+
+Q = GGMLQuantizationType
+# (kind, layer or None, n_layers) -> type of that 2-D weight; kind is "token_embd", "output",
+# "attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up" or "ffn_down"
+TypeRule = Callable[[str, "int | None", int], GGMLQuantizationType]
+
+
+@dataclass(frozen=True)
+class UniformRule:
+    """Every 2-D weight `qtype`, except `output.weight` (`output`, default the same)."""
+
+    qtype: GGMLQuantizationType
+    output: GGMLQuantizationType | None = None
+
+    def __call__(self, kind: str, layer: int | None, n_layers: int) -> GGMLQuantizationType:
+        return self.output if kind == "output" and self.output is not None else self.qtype
+
+
+def use_more_bits(layer: int, n_layers: int) -> bool:
+    """llama.cpp's Q4_K_M rule for which layers keep attn_v / ffn_down at 6 bits."""
+    eighth = n_layers // 8
+    return layer < eighth or layer >= 7 * n_layers // 8 or (layer - eighth) % 3 == 2
+
+
+def q4_k_m_rule(kind: str, layer: int | None, n_layers: int) -> GGMLQuantizationType:
+    if kind == "output":
+        return Q.Q6_K
+    if kind in ("attn_v", "ffn_down") and layer is not None and use_more_bits(layer, n_layers):
+        return Q.Q6_K
+    return Q.Q4_K
+
+
+@dataclass(frozen=True)
+class _ArchTraits:
+    qkv_bias: bool = False  # blk.N.attn_{q,k,v}.bias
+    qk_norm: bool = False  # blk.N.attn_{q,k}_norm.weight over head_dim
+
+
+ARCHS: dict[str, _ArchTraits] = {
+    "llama": _ArchTraits(),
+    "qwen2": _ArchTraits(qkv_bias=True),
+    "qwen3": _ArchTraits(qk_norm=True),
+}
+
+# general.file_type by the type of the bulk of the weights (attn_q of layer 0)
+_FILE_TYPES: dict[GGMLQuantizationType, LlamaFileType] = {
+    Q.F32: LlamaFileType.ALL_F32, Q.F16: LlamaFileType.MOSTLY_F16,
+    Q.BF16: LlamaFileType.MOSTLY_BF16, Q.Q4_0: LlamaFileType.MOSTLY_Q4_0,
+    Q.Q4_1: LlamaFileType.MOSTLY_Q4_1, Q.Q5_0: LlamaFileType.MOSTLY_Q5_0,
+    Q.Q5_1: LlamaFileType.MOSTLY_Q5_1, Q.Q8_0: LlamaFileType.MOSTLY_Q8_0,
+    Q.Q2_K: LlamaFileType.MOSTLY_Q2_K, Q.Q3_K: LlamaFileType.MOSTLY_Q3_K_M,
+    Q.Q4_K: LlamaFileType.MOSTLY_Q4_K_M, Q.Q5_K: LlamaFileType.MOSTLY_Q5_K_M,
+    Q.Q6_K: LlamaFileType.MOSTLY_Q6_K,
+}
+
+
+@dataclass(frozen=True)
+class SyntheticSpec:
+    name: str
+    vocab: int
+    dim: int
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    ffn: int
+    tensor_type: TypeRule = UniformRule(Q.F32)
+    rope_theta: float = 500000.0
+    arch: str = "llama"
+    head_dim: int | None = None  # None: dim // n_heads
+    qkv_bias: bool | None = None  # None: as the arch has it (qwen2)
+    qk_norm: bool | None = None  # None: as the arch has it (qwen3)
+    tie_embeddings: bool = False  # no output.weight; the head reuses token_embd
+    context_length: int = 4096
+    rms_eps: float = 1e-5
+    rope_scaling: Mapping[str, str | int | float] = field(default_factory=dict)  # {arch}.rope.scaling.*
+    file_type: int | None = None  # None: from the type of blk.0.attn_q
+    quant_scale: float = 0.002  # every fp16 scale field (d, dmin/m) of every quantized block
+    weight_std: float = 0.02  # float weights ~ N(0, std); norms ~ 1 + N(0, std)
+
+    def __post_init__(self) -> None:
+        if self.arch not in ARCHS:
+            raise ValueError(f"unknown arch {self.arch!r} (known: {', '.join(ARCHS)})")
+        for k in ("vocab", "dim", "n_layers", "n_heads", "n_kv_heads", "ffn"):
+            if getattr(self, k) <= 0:
+                raise ValueError(f"{k} must be positive")
+        if self.n_heads % self.n_kv_heads:
+            raise ValueError(f"n_heads {self.n_heads} is not a multiple of n_kv_heads {self.n_kv_heads}")
+        if self.head_dim is None:
+            if self.dim % self.n_heads:
+                raise ValueError(f"dim {self.dim} is not a multiple of n_heads {self.n_heads}")
+            object.__setattr__(self, "head_dim", self.dim // self.n_heads)
+        traits = ARCHS[self.arch]
+        if self.qkv_bias is None:
+            object.__setattr__(self, "qkv_bias", traits.qkv_bias)
+        if self.qk_norm is None:
+            object.__setattr__(self, "qk_norm", traits.qk_norm)
+
+    @property
+    def hd(self) -> int:
+        assert self.head_dim is not None
+        return self.head_dim
+
+
+@dataclass(frozen=True)
+class PlannedTensor:
+    name: str
+    shape: tuple[int, ...]  # torch order: (rows, cols) or (n,)
+    qtype: GGMLQuantizationType
+
+    @property
+    def nbytes(self) -> int:
+        lay = LAYOUTS[self.qtype]
+        return int(np.prod(self.shape)) // lay.block_size * lay.type_size
+
+
+def _layer_tensors(s: SyntheticSpec, i: int) -> list[tuple[str, tuple[int, ...]]]:
+    q, kv = s.n_heads * s.hd, s.n_kv_heads * s.hd
+    out: list[tuple[str, tuple[int, ...]]] = [("attn_norm.weight", (s.dim,))]
+    out += [("attn_q.weight", (q, s.dim)), ("attn_k.weight", (kv, s.dim)), ("attn_v.weight", (kv, s.dim))]
+    if s.qkv_bias:
+        out += [("attn_q.bias", (q,)), ("attn_k.bias", (kv,)), ("attn_v.bias", (kv,))]
+    if s.qk_norm:
+        out += [("attn_q_norm.weight", (s.hd,)), ("attn_k_norm.weight", (s.hd,))]
+    out += [("attn_output.weight", (s.dim, q)), ("ffn_norm.weight", (s.dim,))]
+    out += [("ffn_gate.weight", (s.ffn, s.dim)), ("ffn_up.weight", (s.ffn, s.dim))]
+    return out + [("ffn_down.weight", (s.dim, s.ffn))]
+
+
+def _planned(s: SyntheticSpec, name: str, shape: tuple[int, ...], layer: int | None) -> PlannedTensor:
+    if len(shape) == 1:
+        return PlannedTensor(name, shape, Q.F32)
+    kind = name.split(".")[-2]
+    qtype = s.tensor_type(kind, layer, s.n_layers)
+    block = LAYOUTS[qtype].block_size if qtype in LAYOUTS else 0
+    if not block or shape[1] % block:
+        raise ValueError(f"{name}: {qtype.name} needs rows of whole {block}-element blocks, got {shape[1]}")
+    return PlannedTensor(name, shape, qtype)
+
+
+def plan_tensors(s: SyntheticSpec) -> list[PlannedTensor]:
+    """Every tensor of the model, in file order, with its type from the spec's rule."""
+    plan = [_planned(s, "token_embd.weight", (s.vocab, s.dim), None)]
+    for i in range(s.n_layers):
+        plan += [_planned(s, f"blk.{i}.{n}", shape, i) for n, shape in _layer_tensors(s, i)]
+    plan.append(_planned(s, "output_norm.weight", (s.dim,), None))
+    if not s.tie_embeddings:
+        plan.append(_planned(s, "output.weight", (s.vocab, s.dim), None))
+    return plan
+
+
+# ---- vocabulary ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Vocab:
+    tokens: list[str]
+    scores: list[float]
+    types: list[int]
+    special: dict[str, Any]  # tokenizer.ggml.* scalars: bos/eos/unk ids, add_bos_token, pre ...
+    model: str = "llama"  # tokenizer.ggml.model: "llama" (SentencePiece) or "gpt2" (BPE)
+    merges: list[str] = field(default_factory=list)  # BPE merges ("a b"), empty for SentencePiece
+
+    def padded(self, n: int) -> Vocab:
+        """Pad with unused tokens the way llama.cpp's converter does ([PADi], -10000, UNUSED)."""
+        if n < len(self.tokens):
+            raise ValueError(f"vocab size {n} is smaller than the tokenizer's {len(self.tokens)}")
+        extra = range(len(self.tokens), n)
+        return Vocab(self.tokens + [f"[PAD{i}]" for i in extra], self.scores + [-10000.0] * len(extra),
+                     self.types + [int(TokenType.UNUSED)] * len(extra), self.special, self.model,
+                     self.merges)
+
+
+def byte_vocab() -> Vocab:
+    """A minimal SentencePiece vocab: <unk>, <s>, </s> and the 256 byte-fallback pieces."""
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+    types = [int(TokenType.UNKNOWN), int(TokenType.CONTROL), int(TokenType.CONTROL)]
+    special = {"bos_token_id": 1, "eos_token_id": 2, "unknown_token_id": 0,
+               "add_bos_token": True, "add_eos_token": False}
+    return Vocab(tokens, [0.0] * len(tokens), types + [int(TokenType.BYTE)] * 256, special)
+
+
+def load_vocab(path: str | os.PathLike[str]) -> Vocab:
+    """The tokenizer of a (vocab-only) GGUF file."""
+    g = GGUFFile(path, check_types=False)
+    tokens = list(g.require("tokenizer.ggml.tokens"))
+    scores = list(g.get("tokenizer.ggml.scores", [0.0] * len(tokens)))
+    types = list(g.get("tokenizer.ggml.token_type", [int(TokenType.NORMAL)] * len(tokens)))
+    prefix = "tokenizer.ggml."
+    skip = {"tokens", "scores", "token_type", "model", "merges"}
+    special = {k[len(prefix):]: v for k, v in g.metadata.items()
+               if k.startswith(prefix) and k[len(prefix):] not in skip and not isinstance(v, list)}
+    model = str(g.get("tokenizer.ggml.model", "llama"))
+    return Vocab(tokens, scores, types, special, model, list(g.get("tokenizer.ggml.merges", [])))
+
+
+# ---- writing -------------------------------------------------------------------------------
+
+
+def _add_kv(w: GGUFWriter, key: str, v: Any) -> None:
+    if isinstance(v, str):
+        w.add_string(key, v)
+    elif isinstance(v, bool):
+        w.add_bool(key, v)
+    elif isinstance(v, int):
+        w.add_uint32(key, v)
+    else:
+        w.add_float32(key, float(v))
+
+
+def _add_metadata(w: GGUFWriter, s: SyntheticSpec, vocab: Vocab) -> None:
+    w.add_name(s.name)
+    ft = s.file_type if s.file_type is not None else _FILE_TYPES[s.tensor_type("attn_q", 0, s.n_layers)]
+    w.add_file_type(int(ft))
+    w.add_quantization_version(2)
+    w.add_vocab_size(s.vocab)
+    w.add_context_length(s.context_length)
+    w.add_embedding_length(s.dim)
+    w.add_block_count(s.n_layers)
+    w.add_feed_forward_length(s.ffn)
+    w.add_head_count(s.n_heads)
+    w.add_head_count_kv(s.n_kv_heads)
+    w.add_key_length(s.hd)
+    w.add_value_length(s.hd)
+    w.add_rope_dimension_count(s.hd)
+    w.add_rope_freq_base(s.rope_theta)
+    w.add_layer_norm_rms_eps(s.rms_eps)
+    for k, v in s.rope_scaling.items():
+        _add_kv(w, f"{s.arch}.rope.scaling.{k}", v)
+    w.add_tokenizer_model(vocab.model)
+    w.add_token_list(vocab.tokens)
+    w.add_token_scores(vocab.scores)
+    w.add_token_types(vocab.types)
+    if vocab.merges:
+        w.add_token_merges(vocab.merges)
+    for k, v in vocab.special.items():
+        _add_kv(w, f"tokenizer.ggml.{k}", v)
+
+
+def _random_tensor(t: PlannedTensor, rng: np.random.Generator, s: SyntheticSpec) -> np.ndarray:
+    """The payload of one tensor: float32/float16 array, or uint8 [rows, row_bytes] blocks."""
+    if t.qtype in (Q.F32, Q.F16, Q.BF16):
+        x = rng.standard_normal(t.shape, dtype=np.float32) * np.float32(s.weight_std)
+        if t.name.endswith("norm.weight"):
+            x += np.float32(1.0)
+        if t.qtype == Q.BF16:  # truncate to the top 16 bits, as raw bytes
+            return (x.view(np.uint32) >> 16).astype(np.uint16).view(np.uint8)
+        return x if t.qtype == Q.F32 else x.astype(np.float16)
+    lay = LAYOUTS[t.qtype]
+    words = rng.bit_generator.random_raw(-(-t.nbytes // 8))  # uniform bytes, ~2 GB/s
+    blocks = words.view(np.uint8)[: t.nbytes].view(np.uint16).reshape(-1, lay.type_size // 2)
+    scale_bits = np.float16(s.quant_scale).view(np.uint16)
+    for off in lay.f16_fields:  # every block layout has even sizes and offsets
+        blocks[:, off // 2] = scale_bits
+    return blocks.view(np.uint8).reshape(t.shape[0], -1)
+
+
+def _writer(s: SyntheticSpec, path: Path, vocab: Vocab, plan: list[PlannedTensor]) -> GGUFWriter:
+    w = GGUFWriter(path, s.arch)
+    _add_metadata(w, s, vocab)
+    for t in plan:
+        quant = t.qtype not in (Q.F32, Q.F16)
+        dtype = np.dtype(np.uint8 if quant else np.float32 if t.qtype == Q.F32 else np.float16)
+        shape = (t.shape[0], t.nbytes // t.shape[0]) if quant else t.shape
+        w.add_tensor_info(t.name, shape, dtype, t.nbytes, raw_dtype=t.qtype if quant else None)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    return w
+
+
+def _vocab_for(s: SyntheticSpec, vocab_gguf: str | os.PathLike[str] | None) -> Vocab:
+    return (load_vocab(vocab_gguf) if vocab_gguf is not None else byte_vocab()).padded(s.vocab)
+
+
+def write_synthetic(spec: SyntheticSpec, path: str | os.PathLike[str], seed: int = 0,
+                    vocab_gguf: str | os.PathLike[str] | None = None) -> Path:
+    """Write `spec` as a GGUF file, streaming one random tensor at a time. Without `vocab_gguf`
+    the tokenizer is `byte_vocab()`; either way it is padded with unused tokens to spec.vocab."""
+    path = Path(path)
+    part = path.with_name(path.name + ".part")  # never leave a half-written file at `path`
+    plan = plan_tensors(spec)
+    rng = np.random.default_rng(seed)
+    w = _writer(spec, part, _vocab_for(spec, vocab_gguf), plan)
+    try:
+        for t in plan:
+            w.write_tensor_data(_random_tensor(t, rng, spec))
+    finally:
+        w.close()
+    os.replace(part, path)
+    return path
+
+
+def planned_file_size(spec: SyntheticSpec, vocab_gguf: str | os.PathLike[str] | None = None) -> int:
+    """Exact size in bytes of what write_synthetic writes (only the header is written, to a
+    temporary file; tensor data is accounted for, not generated)."""
+    plan = plan_tensors(spec)
+    with tempfile.TemporaryDirectory() as tmp:
+        w = _writer(spec, Path(tmp) / "h.gguf", _vocab_for(spec, vocab_gguf), plan)
+        assert w.fout is not None
+        header = w.fout[0].tell()
+        w.close()
+    align = GGUF_DEFAULT_ALIGNMENT
+    pad = lambda n: -(-n // align) * align
+    return pad(header) + sum(pad(t.nbytes) for t in plan)
+
+
+SPECS: dict[str, SyntheticSpec] = {
+    "llama2-7b-q4_0": SyntheticSpec(
+        "llama2-7b-q4_0", vocab=32000, dim=4096, n_layers=32, n_heads=32, n_kv_heads=32,
+        ffn=11008, tensor_type=UniformRule(Q.Q4_0, output=Q.Q6_K), context_length=4096),
+    "llama3-8b-q4_k_m": SyntheticSpec(
+        "llama3-8b-q4_k_m", vocab=128256, dim=4096, n_layers=32, n_heads=32, n_kv_heads=8,
+        ffn=14336, tensor_type=q4_k_m_rule, context_length=8192),
+}
