@@ -64,16 +64,14 @@ ARCHS: dict[str, _ArchTraits] = {
     "qwen3": _ArchTraits(qk_norm=True),
 }
 
-# general.file_type by the type of the bulk of the weights (attn_q of layer 0)
-_FILE_TYPES: dict[GGMLQuantizationType, LlamaFileType] = {
-    Q.F32: LlamaFileType.ALL_F32, Q.F16: LlamaFileType.MOSTLY_F16,
-    Q.BF16: LlamaFileType.MOSTLY_BF16, Q.Q4_0: LlamaFileType.MOSTLY_Q4_0,
-    Q.Q4_1: LlamaFileType.MOSTLY_Q4_1, Q.Q5_0: LlamaFileType.MOSTLY_Q5_0,
-    Q.Q5_1: LlamaFileType.MOSTLY_Q5_1, Q.Q8_0: LlamaFileType.MOSTLY_Q8_0,
-    Q.Q2_K: LlamaFileType.MOSTLY_Q2_K, Q.Q3_K: LlamaFileType.MOSTLY_Q3_K_M,
-    Q.Q4_K: LlamaFileType.MOSTLY_Q4_K_M, Q.Q5_K: LlamaFileType.MOSTLY_Q5_K_M,
-    Q.Q6_K: LlamaFileType.MOSTLY_Q6_K,
-}
+# general.file_type names that are not simply MOSTLY_<type> (K-quants: the _M mixes)
+_FILE_TYPE_NAMES = {"F32": "ALL_F32", "Q3_K": "MOSTLY_Q3_K_M", "Q4_K": "MOSTLY_Q4_K_M",
+                    "Q5_K": "MOSTLY_Q5_K_M"}
+
+
+def file_type_for(qtype: GGMLQuantizationType) -> int:
+    """llama.cpp's general.file_type for a model whose bulk weights are `qtype`."""
+    return int(LlamaFileType[_FILE_TYPE_NAMES.get(qtype.name, f"MOSTLY_{qtype.name}")])
 
 
 @dataclass(frozen=True)
@@ -229,23 +227,24 @@ def _add_kv(w: GGUFWriter, key: str, v: Any) -> None:
         w.add_float32(key, float(v))
 
 
+# (GGUFWriter method, spec attribute): the {arch}.* hyper-parameters llama.cpp reads
+_HPARAMS = [
+    ("add_vocab_size", "vocab"), ("add_context_length", "context_length"),
+    ("add_embedding_length", "dim"), ("add_block_count", "n_layers"),
+    ("add_feed_forward_length", "ffn"), ("add_head_count", "n_heads"),
+    ("add_head_count_kv", "n_kv_heads"), ("add_key_length", "head_dim"),
+    ("add_value_length", "head_dim"), ("add_rope_dimension_count", "head_dim"),
+    ("add_rope_freq_base", "rope_theta"), ("add_layer_norm_rms_eps", "rms_eps"),
+]
+
+
 def _add_metadata(w: GGUFWriter, s: SyntheticSpec, vocab: Vocab) -> None:
     w.add_name(s.name)
-    ft = s.file_type if s.file_type is not None else _FILE_TYPES[s.tensor_type("attn_q", 0, s.n_layers)]
-    w.add_file_type(int(ft))
+    ft = s.file_type if s.file_type is not None else file_type_for(s.tensor_type("attn_q", 0, s.n_layers))
+    w.add_file_type(ft)
     w.add_quantization_version(2)
-    w.add_vocab_size(s.vocab)
-    w.add_context_length(s.context_length)
-    w.add_embedding_length(s.dim)
-    w.add_block_count(s.n_layers)
-    w.add_feed_forward_length(s.ffn)
-    w.add_head_count(s.n_heads)
-    w.add_head_count_kv(s.n_kv_heads)
-    w.add_key_length(s.hd)
-    w.add_value_length(s.hd)
-    w.add_rope_dimension_count(s.hd)
-    w.add_rope_freq_base(s.rope_theta)
-    w.add_layer_norm_rms_eps(s.rms_eps)
+    for method, attr in _HPARAMS:
+        getattr(w, method)(getattr(s, attr))
     for k, v in s.rope_scaling.items():
         _add_kv(w, f"{s.arch}.rope.scaling.{k}", v)
     w.add_tokenizer_model(vocab.model)
