@@ -177,10 +177,13 @@ class Sampler:
         return out
 
     def _generator(self, row: SamplingRow) -> torch.Generator:
+        seed = row.params.seed
+        if seed is None:
+            return self._shared
         gen = self._seeded.get(row.seq_id)
         if gen is None:
             gen = torch.Generator(device=self.device)
-            gen.manual_seed(row.params.seed)
+            gen.manual_seed(seed)
             self._seeded[row.seq_id] = gen
         return gen
 
@@ -297,7 +300,7 @@ def _logprobs(
         return None
     lp = raw.log_softmax(dim=-1)  # [S, V]
     chosen = lp.gather(1, tokens[:, None])[:, 0].tolist()
-    n_max = max(n or 0 for n in wanted)
+    n_max = min(max(n or 0 for n in wanted), raw.shape[1])
     top_v, top_i = lp.topk(n_max, dim=-1) if n_max else (lp[:, :0], lp[:, :0].long())
     values, ids = top_v.tolist(), top_i.tolist()
     return [
