@@ -1,0 +1,140 @@
+"""Triton kernels of paged attention (launched by attention_triton.py).
+
+One kernel serves decode and prefill. A program owns (a tile of query rows, sequence b, kv head
+h, KV partition p). Its BLOCK_M rows are TOK = BLOCK_M // G consecutive query tokens x the G
+query heads that share kv head h, so each KV page is read once per head group (GQA packing) and
+the score tile is a tensor-core `tl.dot` even for one decode token. Pages are gathered through
+the block table and int8/fp8 pages are dequantized on the fly: the per-token K scale multiplies
+the score columns and the V scale multiplies the probabilities before P @ V.
+  decode  (small q_len): split-KV "flash decoding"; SPLIT writes per-partition (out, lse) that
+                         _merge_kernel combines with a log-sum-exp merge.
+  prefill (large q_len): one partition, rows tiled over the chunk, causal mask against the
+                         chunk's positions (which may start after cached tokens).
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _load_kv_tile(C, S, page, off, h, stride_b, stride_h, stride_t, stride_sb, stride_sh, d,
+                  mask, dmask, QUANT: tl.constexpr, DTYPE: tl.constexpr):
+    """Rows n of one kv head -> ([BLOCK_N, D_PAD] in DTYPE, scale [BLOCK_N] or None)."""
+    ptr = C + page[:, None] * stride_b + h * stride_h + off[:, None] * stride_t + d[None, :]
+    x = tl.load(ptr, mask=mask[:, None] & dmask[None, :], other=0.0).to(DTYPE)
+    if QUANT:
+        s = tl.load(S + page * stride_sb + h * stride_sh + off, mask=mask, other=0.0)
+        return x, s
+    return x, None
+
+
+@triton.jit
+def _dot(a, b, IEEE: tl.constexpr):
+    if IEEE:  # fp32 activations: exact fp32 products instead of tf32
+        return tl.dot(a, b, input_precision="ieee")
+    return tl.dot(a, b)
+
+
+@triton.jit
+def _online_softmax_step(q, k, ks, v, vs, visible, m_i, l_i, acc, qk_scale,
+                         QUANT: tl.constexpr, IEEE: tl.constexpr):
+    """One KV tile of flash attention in base 2: returns the updated (m_i, l_i, acc)."""
+    s = _dot(q, tl.trans(k), IEEE)  # [BLOCK_M, BLOCK_N]
+    if QUANT:
+        s = s * ks[None, :]  # per-token K scale factors out of the dot product
+    s = tl.where(visible, s * qk_scale, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, axis=1))
+    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # fully masked rows stay at 0
+    alpha = tl.exp2(m_i - m_safe)
+    prob = tl.exp2(s - m_safe[:, None])
+    l_i = l_i * alpha + tl.sum(prob, axis=1)
+    if QUANT:
+        prob = prob * vs[None, :]  # per-token V scale folded into the probabilities
+    acc = acc * alpha[:, None] + _dot(prob.to(v.dtype), v, IEEE)
+    return m_new, l_i, acc
+
+
+@triton.jit
+def _attn_kernel(
+    Q, K, V, KS, VS, BT, CU, SL, OUT, OUT_P, LSE_P,
+    stride_qt, stride_qh, stride_kb, stride_kh, stride_kt, stride_vb, stride_vh, stride_vt,
+    stride_ksb, stride_ksh, stride_vsb, stride_vsh, stride_bt, stride_ot, stride_oh,
+    stride_pt, stride_ph, stride_pp,
+    n_kv_heads, part_len, qk_scale,  # qk_scale = softmax scale * log2(e)
+    G: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
+    D_PAD: tl.constexpr, BLOCK_SIZE: tl.constexpr, QUANT: tl.constexpr, SPLIT: tl.constexpr,
+    IEEE: tl.constexpr,
+):
+    TOK: tl.constexpr = BLOCK_M // G
+    b = tl.program_id(1) // n_kv_heads
+    h = tl.program_id(1) % n_kv_heads
+    p = tl.program_id(2)
+    q_start = tl.load(CU + b)
+    q_len = tl.load(CU + b + 1) - q_start
+    seq_len = tl.load(SL + b)
+    m = tl.arange(0, BLOCK_M)
+    qi = tl.program_id(0) * TOK + m // G  # [BLOCK_M] query index within the sequence
+    head = h * G + m % G  # [BLOCK_M] query head
+    rows = (m < TOK * G) & (qi < q_len)
+    d = tl.arange(0, D_PAD)
+    dmask = d < HEAD_DIM
+    tok = (q_start + qi).to(tl.int64)
+    q = tl.load(Q + tok[:, None] * stride_qt + head[:, None] * stride_qh + d[None, :],
+                mask=rows[:, None] & dmask[None, :], other=0.0)  # [BLOCK_M, D_PAD]
+    qpos = seq_len - q_len + qi  # [BLOCK_M] absolute position of each query row
+    lo = p * part_len
+    last = tl.minimum(tl.program_id(0) * TOK + TOK, q_len)  # causal bound of this row tile
+    hi = tl.minimum(tl.minimum(seq_len, lo + part_len), seq_len - q_len + last)
+    hi = tl.where(tl.program_id(0) * TOK < q_len, hi, lo)  # a tile without query rows: no work
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, D_PAD], tl.float32)
+    for n0 in range(lo, hi, BLOCK_N):
+        n = n0 + tl.arange(0, BLOCK_N)  # [BLOCK_N] KV positions
+        n_ok = n < hi
+        page = tl.load(BT + b.to(tl.int64) * stride_bt + n // BLOCK_SIZE, mask=n_ok, other=0)
+        page = page.to(tl.int64)
+        off = n % BLOCK_SIZE
+        k, ks = _load_kv_tile(K, KS, page, off, h, stride_kb, stride_kh, stride_kt, stride_ksb,
+                              stride_ksh, d, n_ok, dmask, QUANT, Q.dtype.element_ty)
+        v, vs = _load_kv_tile(V, VS, page, off, h, stride_vb, stride_vh, stride_vt, stride_vsb,
+                              stride_vsh, d, n_ok, dmask, QUANT, Q.dtype.element_ty)
+        visible = n_ok[None, :] & (n[None, :] <= qpos[:, None])  # [BLOCK_M, BLOCK_N]
+        m_i, l_i, acc = _online_softmax_step(q, k, ks, v, vs, visible, m_i, l_i, acc, qk_scale,
+                                             QUANT, IEEE)
+    o = acc / tl.maximum(l_i, 1e-30)[:, None]  # rows that saw no key (l_i = 0) output zeros
+    omask = rows[:, None] & dmask[None, :]
+    if SPLIT:
+        pbase = tok * stride_pt + head * stride_ph + p * stride_pp  # [BLOCK_M]
+        tl.store(OUT_P + pbase[:, None] * HEAD_DIM + d[None, :], o, mask=omask)
+        lse = tl.where(l_i > 0, m_i + tl.log2(tl.maximum(l_i, 1e-30)), float("-inf"))
+        tl.store(LSE_P + pbase, lse, mask=rows)
+    else:
+        optr = OUT + tok[:, None] * stride_ot + head[:, None] * stride_oh + d[None, :]
+        tl.store(optr, o.to(OUT.dtype.element_ty), mask=omask)
+
+
+@triton.jit
+def _merge_kernel(
+    OUT_P, LSE_P, OUT,  # OUT_P [T, Hq, P, D] fp32, LSE_P [T, Hq, P] fp32 (log2 units)
+    stride_pt, stride_ph, stride_ot, stride_oh, n_parts,
+    HEAD_DIM: tl.constexpr, D_PAD: tl.constexpr, P_PAD: tl.constexpr,
+):
+    t = tl.program_id(0).to(tl.int64)
+    h = tl.program_id(1)
+    p = tl.arange(0, P_PAD)
+    d = tl.arange(0, D_PAD)
+    pmask = p < n_parts
+    base = t * stride_pt + h * stride_ph + p  # [P_PAD] (partition stride is 1)
+    lse = tl.load(LSE_P + base, mask=pmask, other=float("-inf"))
+    mx = tl.max(lse, axis=0)
+    mx = tl.where(mx == float("-inf"), 0.0, mx)
+    w = tl.exp2(lse - mx)  # [P_PAD]; 0 for empty partitions
+    o = tl.load(OUT_P + base[:, None] * HEAD_DIM + d[None, :],
+                mask=pmask[:, None] & (d < HEAD_DIM)[None, :], other=0.0)  # [P_PAD, D_PAD]
+    den = tl.sum(w, axis=0)
+    out = tl.sum(w[:, None] * o, axis=0) / tl.maximum(den, 1e-30)
+    tl.store(OUT + t * stride_ot + h * stride_oh + d, out.to(OUT.dtype.element_ty),
+             mask=d < HEAD_DIM)

@@ -1,0 +1,236 @@
+"""paged_attention: reference vs dense naive attention; Triton vs reference (interpreter/GPU)."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+import pytest
+import torch
+from localllm.kernels.registry import Ops, triton_available
+from localllm.kernels.rope_kv import dequantize_kv, is_quantized, quantize_kv
+
+REF = Ops("reference")
+DEV = "cuda" if torch.cuda.is_available() else "cpu"
+KV_DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int8, torch.float8_e4m3fn]
+# max |out - dense fp64 oracle| for unit-variance K/V, by cache dtype
+KV_TOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.5e-2, torch.int8: 5e-2,
+          torch.float8_e4m3fn: 0.15}
+needs_triton = pytest.mark.skipif(not triton_available(), reason="triton is not installed")
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+
+
+@dataclass
+class Batch:
+    q: torch.Tensor  # [T, Hq, D]
+    caches: tuple  # (k_cache, v_cache, k_scale, v_scale)
+    block_tables: torch.Tensor  # [B, max_blocks] int32
+    cu: torch.Tensor  # [B + 1] int32
+    seq_lens: torch.Tensor  # [B] int32
+    dense: list  # per sequence (k [L, Hkv, D], v [L, Hkv, D]) fp32 originals
+    stored: list  # the same after the cache's rounding / quantization round trip
+    max_q_len: int
+    max_seq_len: int
+
+    def args(self, scale: float) -> tuple:
+        return (self.q, *self.caches, self.block_tables, self.cu, self.seq_lens, self.max_q_len,
+                self.max_seq_len, scale)
+
+
+def _write_pages(cache, scale, ids, x) -> None:
+    """x [L, Hkv, D] fp32 -> pages ids of cache (quantized when needed); the page tail is NaN."""
+    bs = cache.shape[2]
+    n = len(ids) * bs
+    pad = torch.full((n - x.shape[0], *x.shape[1:]), float("nan"))
+    full = torch.cat([x, pad]).reshape(len(ids), bs, *x.shape[1:]).transpose(1, 2)  # [n, H, bs, D]
+    if is_quantized(cache.dtype):
+        values, s = quantize_kv(torch.nan_to_num(full), cache.dtype)
+        s[torch.isnan(full).any(-1)] = float("nan")  # unused slots: poison the scales
+        cache[ids], scale[ids] = values.to(cache.device), s.to(cache.device)
+    else:
+        cache[ids] = full.to(cache.dtype).to(cache.device)
+
+
+def _round_trip(x: torch.Tensor, kv_dtype: torch.dtype) -> torch.Tensor:
+    if is_quantized(kv_dtype):
+        return dequantize_kv(*quantize_kv(x, kv_dtype))
+    return x.to(kv_dtype).float()
+
+
+def make_batch(seqs, hq, hkv, d, bs, kv_dtype, dtype, seed=0, device=DEV) -> Batch:
+    """seqs: [(q_len, seq_len)]; pages get shuffled block ids, unused table entries hit a NaN page."""
+    g = torch.Generator().manual_seed(seed)
+    need = [-(-sl // bs) for _, sl in seqs]
+    nblocks = sum(need) + 2
+    perm = torch.randperm(nblocks, generator=g).tolist()
+    poison = perm.pop()  # a page full of NaN that only out-of-range table entries point to
+    width = max(max(need), 1) + 1
+    shape = (nblocks, hkv, bs, d)
+    k_cache = torch.zeros(shape, dtype=kv_dtype, device=device)
+    v_cache = torch.zeros_like(k_cache)
+    quant = is_quantized(kv_dtype)
+    k_scale = torch.ones(shape[:3], device=device) if quant else None
+    v_scale = torch.ones(shape[:3], device=device) if quant else None
+    _write_pages(k_cache, k_scale, [poison], torch.full((bs, hkv, d), float("nan")))
+    _write_pages(v_cache, v_scale, [poison], torch.full((bs, hkv, d), float("nan")))
+    tables, dense, stored, cu = [], [], [], [0]
+    for (q_len, sl), nb in zip(seqs, need, strict=True):
+        ids = [perm.pop() for _ in range(nb)]
+        tables.append(ids + [poison] * (width - nb))
+        k, v = torch.randn(sl, hkv, d, generator=g), torch.randn(sl, hkv, d, generator=g)
+        if nb:
+            _write_pages(k_cache, k_scale, ids, k)
+            _write_pages(v_cache, v_scale, ids, v)
+        dense.append((k, v))
+        stored.append(tuple(_round_trip(x, kv_dtype) for x in (k, v)))
+        cu.append(cu[-1] + q_len)
+    q = torch.randn(cu[-1], hq, d, generator=g).to(dtype).to(device)
+    i32 = dict(dtype=torch.int32, device=device)
+    return Batch(q, (k_cache, v_cache, k_scale, v_scale), torch.tensor(tables, **i32),
+                 torch.tensor(cu, **i32), torch.tensor([s for _, s in seqs], **i32), dense, stored,
+                 max(q for q, _ in seqs), max(s for _, s in seqs))
+
+
+def dense_attention(batch: Batch, scale: float, stored: bool = False) -> torch.Tensor:
+    """Naive fp64 causal attention over contiguous K/V per sequence (the oracle)."""
+    out = torch.zeros(batch.q.shape, dtype=torch.float64)
+    cu = batch.cu.tolist()
+    hq = batch.q.shape[1]
+    for b, (k, v) in enumerate(batch.stored if stored else batch.dense):
+        lo, hi, sl = cu[b], cu[b + 1], k.shape[0]
+        if hi == lo or sl == 0:
+            continue
+        rep = hq // k.shape[1]
+        kk = k.double().repeat_interleave(rep, dim=1)  # [L, Hq, D]
+        vv = v.double().repeat_interleave(rep, dim=1)
+        qq = batch.q[lo:hi].double().cpu()  # [n, Hq, D]
+        s = torch.einsum("nhd,lhd->hnl", qq, kk) * scale
+        n = hi - lo
+        mask = torch.ones(n, sl, dtype=torch.bool).triu(sl - n + 1)  # future keys
+        p = torch.softmax(s.masked_fill(mask, float("-inf")), dim=-1)
+        out[lo:hi] = torch.einsum("hnl,lhd->nhd", p, vv)
+    return out
+
+
+MIXED = [(1, 1), (1, 17), (5, 33), (16, 16), (3, 48), (0, 0), (1, 0), (7, 7)]
+
+
+@pytest.mark.parametrize("kv_dtype", KV_DTYPES)
+@pytest.mark.parametrize("hq,hkv,d", [(4, 4, 64), (8, 2, 128), (8, 1, 64)])
+def test_reference_matches_dense(kv_dtype: torch.dtype, hq: int, hkv: int, d: int) -> None:
+    batch = make_batch(MIXED, hq, hkv, d, 16, kv_dtype, torch.float32, seed=hq + d, device="cpu")
+    scale = 1 / math.sqrt(d)
+    out = REF.paged_attention(*batch.args(scale))
+    assert out.shape == batch.q.shape and not torch.isnan(out).any()
+    exact = (out.double() - dense_attention(batch, scale, stored=True)).abs().max().item()
+    assert exact < 1e-5, exact  # paging, masking, GQA and dequantization are exact
+    err = (out.double() - dense_attention(batch, scale)).abs().max().item()
+    assert err < KV_TOL[kv_dtype], err  # the cache dtype's own rounding error
+    assert torch.equal(out[batch.cu[-3]:batch.cu[-2]], torch.zeros_like(out[:1]))  # seq_len 0 row
+
+
+def test_reference_block_size_32_and_out_param() -> None:
+    batch = make_batch([(2, 40), (1, 64), (33, 65)], 4, 2, 64, 32, torch.float16, torch.float16,
+                       device="cpu")
+    out = torch.full_like(batch.q, float("nan"))
+    res = REF.paged_attention(*batch.args(0.125), out=out)
+    assert res is out
+    err = (out.double() - dense_attention(batch, 0.125)).abs().max().item()
+    assert err < 5e-3, err
+
+
+def _compare_triton(batch: Batch, scale: float, tol: float, parts: int | None = None) -> None:
+    from localllm.kernels.attention_triton import run_paged_attention
+
+    expect = REF.paged_attention(*batch.args(scale))
+    got = run_paged_attention(*batch.args(scale), parts=parts)
+    assert got.dtype == batch.q.dtype and not torch.isnan(got).any()
+    err = (got.float() - expect.float()).abs().max().item()
+    assert err < tol, err
+
+
+ACT_TOL = {torch.float32: 2e-5, torch.float16: 4e-3, torch.bfloat16: 3e-2}
+
+
+@needs_triton
+@pytest.mark.parametrize("kv_dtype", KV_DTYPES)
+def test_triton_decode_small(kv_dtype: torch.dtype) -> None:
+    seqs = [(1, 1), (1, 9), (1, 20), (1, 0)]  # page boundaries at 4, 8, 16, 20; a padding row
+    batch = make_batch(seqs, 8, 2, 32, 4, kv_dtype, torch.float16, seed=1)
+    _compare_triton(batch, 0.2, ACT_TOL[torch.float16])
+
+
+@needs_triton
+@pytest.mark.parametrize("parts", [1, 3])
+@pytest.mark.parametrize("hq,hkv", [(4, 4), (4, 1), (8, 1)])
+def test_triton_speculative_and_split(parts: int, hq: int, hkv: int) -> None:
+    seqs = [(3, 19), (1, 5), (4, 4), (2, 33)]
+    batch = make_batch(seqs, hq, hkv, 16, 4, torch.int8, torch.float16, seed=hq * 7 + hkv)
+    _compare_triton(batch, 0.25, ACT_TOL[torch.float16], parts=parts)
+
+
+@needs_triton
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_triton_prefill_chunks_after_cache(dtype: torch.dtype) -> None:
+    if dtype == torch.bfloat16 and INTERPRET:
+        pytest.skip("the Triton interpreter computes bf16 tl.dot wrongly (covered by gpu tests)")
+    seqs = [(20, 20), (18, 37), (1, 6), (0, 0)]  # max_q_len > 16 takes the prefill plan
+    batch = make_batch(seqs, 4, 2, 32, 8, torch.float16, dtype, seed=5)
+    _compare_triton(batch, 0.17, ACT_TOL[dtype])
+
+
+@needs_triton
+def test_triton_tiny_head_dim_fp8() -> None:
+    batch = make_batch([(2, 11), (1, 3)], 8, 4, 8, 4, torch.float8_e4m3fn, torch.float16, seed=9)
+    _compare_triton(batch, 0.35, ACT_TOL[torch.float16])  # head_dim 8 (stories260K) padded to 16
+
+
+def _random_seqs(n: int, max_len: int, q_max: int, seed: int) -> list:
+    g = torch.Generator().manual_seed(seed)
+    lens = torch.randint(1, max_len + 1, (n,), generator=g).tolist()
+    return [(min(int(torch.randint(1, q_max + 1, (1,), generator=g)), sl), sl) for sl in lens]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kv_dtype", KV_DTYPES)
+@pytest.mark.parametrize("hq,hkv,d", [(32, 32, 128), (32, 8, 128), (32, 4, 64), (16, 2, 256)])
+def test_triton_gpu_decode_realistic(kv_dtype, hq, hkv, d) -> None:
+    for b, max_len, q_max, dtype in ((1, 4000, 1, torch.float16), (64, 1200, 1, torch.bfloat16),
+                                     (16, 3000, 6, torch.float16)):
+        batch = make_batch(_random_seqs(b, max_len, q_max, b), hq, hkv, d, 16, kv_dtype, dtype)
+        _compare_triton(batch, d**-0.5, ACT_TOL[dtype])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kv_dtype", [torch.float16, torch.int8, torch.float8_e4m3fn])
+@pytest.mark.parametrize("hq,hkv,d,bs", [(32, 8, 128, 16), (8, 2, 64, 32), (16, 16, 64, 16)])
+def test_triton_gpu_prefill_realistic(kv_dtype, hq, hkv, d, bs) -> None:
+    seqs = [(1000, 1000), (513, 2100), (1, 77), (300, 301), (64, 64)]
+    for dtype in (torch.float16, torch.bfloat16):
+        batch = make_batch(seqs, hq, hkv, d, bs, kv_dtype, dtype, seed=d)
+        _compare_triton(batch, d**-0.5, ACT_TOL[dtype])
+
+
+@pytest.mark.gpu
+def test_triton_decode_cuda_graph_replay() -> None:
+    """Capture once with an upper-bound max_seq_len; replay with new lengths and queries."""
+    tri = Ops("triton")
+    batch = make_batch(_random_seqs(8, 2000, 1, 1), 32, 8, 128, 16, torch.int8, torch.float16)
+    q, lens = batch.q.clone(), batch.seq_lens.clone()
+    args = (q, *batch.caches, batch.block_tables, batch.cu, lens, 1, 2048, 0.088)
+    tri.paged_attention(*args)  # compile outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = tri.paged_attention(*args)
+    for step in range(3):
+        if step:  # shorter prefixes of the same pages, a padding row, fresh queries
+            frac = torch.rand(8, device="cuda")
+            lens.copy_((batch.seq_lens * frac).to(torch.int32).clamp(min=1))
+            lens[step] = 0
+            q.normal_()
+        graph.replay()
+        torch.cuda.synchronize()
+        expect = REF.paged_attention(*args)
+        assert (out.float() - expect.float()).abs().max().item() < 4e-3
