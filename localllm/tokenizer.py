@@ -146,10 +146,10 @@ class Tokenizer:
             found = next((encoder[t] for t in texts if t in encoder), None)
             if found is not None:
                 metadata[f"tokenizer.ggml.{key}_token_id"] = found
-        none = ModelDefaults(
+        no_defaults = ModelDefaults(
             bos_id=None, eos_id=None, unk_id=None, add_bos=False, add_space_prefix=False
         )
-        return cls.from_gguf(metadata, none)
+        return cls.from_gguf(metadata, no_defaults)
 
     def encode(self, text: str, add_special: bool = True, parse_special: bool = True) -> list[int]:
         """Token ids of `text`; add_special adds BOS (and EOS) as the model asks."""
@@ -172,6 +172,7 @@ class Tokenizer:
     def decode(
         self, ids: Iterable[int], skip_special: bool = True, continuation: bool = False
     ) -> str:
+        """Text of `ids` (invalid UTF-8 as U+FFFD); see the module doc for the space rule."""
         renderer = _Renderer(self, skip_special, continuation)
         data = b"".join(renderer.render(t) for t in ids)
         return data.decode("utf-8", errors="replace")
