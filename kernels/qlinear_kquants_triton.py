@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
-
-from localllm.kernels.qlinear_legacy_triton import _consume
+from localllm.kernels.qlinear_legacy_triton import _consume, _u2f
 
 
 @triton.jit
@@ -29,12 +28,12 @@ def _kscale(sc, rows, sb, j, K):
 
 @triton.jit
 def _k_affine(sc, dm, rows, sb, j, K):
-    """(d * scale, dmin * min) as fp32 [BN, C, 1] for sub-block j [C] of super-block sb [C]."""
+    """(d * scale, dmin * min) as fp32 [BN, C] for sub-block j [C] of super-block sb [C]."""
     scale, mins = _kscale(sc, rows, sb, j, K)
     dptr = dm + rows[:, None] * (K // 256 * 2) + (sb * 2)[None, :]  # [BN, C]
     d = tl.load(dptr).to(tl.float32)
     dmin = tl.load(dptr + 1).to(tl.float32)
-    return (d * scale.to(tl.float32))[:, :, None], (dmin * mins.to(tl.float32))[:, :, None]
+    return d * scale.to(tl.float32), dmin * mins.to(tl.float32)
 
 
 @triton.jit
@@ -61,11 +60,11 @@ def _tile_q45_k(
         hi = hi | (((h >> (shift + 1)) & 1) << 4)
     j = (cc % 4) * 2  # [C] sub-block of the low nibbles
     a, m = _k_affine(sc, dm, rows, sb, j, K)
-    acc = _consume(acc, a * lo.to(tl.float32) - m, c * 64 + i, kt, xb, stride_xm, offs_m,
-                   mask_m, wo, mask_n, BN, MODE)  # fmt: skip
+    acc = _consume(acc, _u2f(lo, 0.0), a, m, c * 64 + i, kt, xb, stride_xm, offs_m, mask_m, wo,
+                   mask_n, BN, MODE, True)  # fmt: skip
     a, m = _k_affine(sc, dm, rows, sb, j + 1, K)
-    return _consume(acc, a * hi.to(tl.float32) - m, c * 64 + 32 + i, kt, xb, stride_xm, offs_m,
-                    mask_m, wo, mask_n, BN, MODE)  # fmt: skip
+    return _consume(acc, _u2f(hi, 0.0), a, m, c * 64 + 32 + i, kt, xb, stride_xm, offs_m, mask_m,
+                    wo, mask_n, BN, MODE, True)  # fmt: skip
 
 
 @triton.jit
@@ -115,7 +114,6 @@ def _tile_q6_k(
             src = ql_b
         q = ((src >> (4 * (s // 2))) & 15) | (((h >> (2 * s)) & 3) << 4)
         scale = dd * tl.load(srow + 2 * s).to(tl.float32)  # [BN, U]
-        w = scale[:, :, None] * (q - 32).to(tl.float32)
-        acc = _consume(acc, w, kbase + 32 * s, kt, xb, stride_xm, offs_m, mask_m, wo, mask_n,
-                       BN, MODE)  # fmt: skip
+        acc = _consume(acc, _u2f(q, 32.0), scale, scale, kbase + 32 * s, kt, xb, stride_xm,
+                       offs_m, mask_m, wo, mask_n, BN, MODE, False)  # fmt: skip
     return acc

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 import torch
 import triton
 import triton.language as tl
-
 from localllm.kernels.qlinear import QuantWeight
 from localllm.kernels.qlinear_kquants_triton import _tile_q4_k, _tile_q5_k, _tile_q6_k
 from localllm.kernels.qlinear_legacy_triton import (
@@ -129,12 +128,13 @@ def pick_config(fmt: str, n: int, k: int, t: int, device: torch.device) -> QLine
     if t > 16:
         if fmt in _PREFILL_CUBLAS:
             return QLinearConfig(MODE_STORE, 1, 32, _fit_tile(256, k, min_tile), warps=4)
+        # the fused GEMM reached ~35 TFLOP/s on an H200 vs ~450 for dequant + cuBLAS
         return QLinearConfig(MODE_DOT, 64, 128, _fit_tile(256, k, min_tile), warps=8, stages=3)
-    if t == 1:
-        bn, tile = 8, _fit_tile(512, k, min_tile)
+    if t == 1:  # H200 sweep (scripts/bench_qlinear.py --sweep): long K tiles, 8 rows
+        bn, tile = 8, _fit_tile(1024, k, min_tile)
         mode, bm = MODE_VEC, 1
     else:
-        bn, tile = 32, _fit_tile(256, k, min_tile)
+        bn, tile = 64, _fit_tile(256, k, min_tile)
         mode, bm = MODE_DOT, 16
     ctas = triton.cdiv(n, bn)
     target = 4 * _num_sms(device)

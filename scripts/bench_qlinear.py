@@ -1,0 +1,133 @@
+"""Benchmark the Triton qlinear op on realistic 7-8B shapes with random GGUF blocks.
+
+T=1 prints GB/s (packed weight + x + out bytes) and % of the 4.1 TB/s measured copy rate;
+T=16 the same; T=512 prints TFLOP/s next to cuBLAS on an fp16 copy of the weight.
+`--sweep` also times a few alternative configs per point (to refine the heuristic table).
+Usage: python3 scripts/bench_qlinear.py [--fmts q4_k,q6_k] [--sweep] [--budget 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+import torch
+import triton
+from localllm.formats.gguf import RawTensor
+from localllm.formats.quants import LAYOUTS
+from localllm.kernels.qlinear import QuantWeight, pack_weight
+from localllm.kernels.qlinear_triton import (
+    MODE_DOT,
+    MODE_STORE,
+    MODE_VEC,
+    QLinearConfig,
+    pick_config,
+    qlinear_launch,
+)
+from triton.testing import do_bench
+
+PEAK_BW = 4.1e12  # H200 device-to-device copy, bytes/s (ANCHORS.md)
+QTYPES = {"q4_k": "Q4_K", "q6_k": "Q6_K", "q4_0": "Q4_0", "q8_0": "Q8_0", "q5_k": "Q5_K"}
+SHAPES = [(4096, 4096), (6144, 4096), (28672, 4096), (4096, 14336)]
+LM_HEAD = (128256, 4096)  # Q6_K only, as in Q4_K_M files
+SWEEP = {
+    1: [(MODE_VEC, 1, 4, 1024, 2), (MODE_VEC, 1, 8, 512, 4), (MODE_VEC, 1, 8, 2048, 4),
+        (MODE_VEC, 1, 16, 1024, 4), (MODE_VEC, 1, 16, 2048, 8), (MODE_VEC, 1, 4, 2048, 4)],
+    16: [(MODE_DOT, 16, 128, 256, 4), (MODE_DOT, 16, 64, 256, 8), (MODE_DOT, 16, 32, 256, 4)],
+    512: [],
+}  # fmt: skip
+
+
+def random_weight(fmt: str, n: int, k: int) -> QuantWeight:
+    """Uniform random payload bytes, every fp16 scale field 0.002 (ANCHORS.md recipe)."""
+    from gguf import GGMLQuantizationType as QT
+
+    qtype = QT[QTYPES[fmt]]
+    lay = LAYOUTS[qtype]
+    blocks = torch.randint(0, 256, (n, k // lay.block_size, lay.type_size), dtype=torch.uint8,
+                           device="cuda")  # fmt: skip
+    half = torch.tensor([0.002], dtype=torch.float16).view(torch.uint8).cuda()
+    for off in lay.f16_fields:
+        blocks[:, :, off : off + 2] = half
+    raw = RawTensor("w", qtype, (n, k), blocks.reshape(n, -1).cpu().numpy())
+    return pack_weight(raw, "cuda")
+
+
+def _sweep_config(cfg: tuple[int, ...], n: int, k: int) -> QLinearConfig:
+    mode, bm, bn, tile, warps = cfg
+    ctas, target = triton.cdiv(n, bn), 4 * torch.cuda.get_device_properties(0).multi_processor_count
+    split = 1 if ctas >= target // 2 or mode == MODE_STORE else min(k // tile, target // ctas)
+    return QLinearConfig(mode, bm, bn, tile, split=split, warps=warps, stages=3 if bm > 16 else 2)
+
+
+def time_point(w: QuantWeight, t: int, cfgs: list[QLinearConfig]) -> list[dict]:
+    x = torch.randn(t, w.k, device="cuda").half()
+    rows = []
+    for cfg in cfgs:
+        if w.k % cfg.tile:
+            continue
+        ms = do_bench(lambda cfg=cfg: qlinear_launch(x, w, None, cfg), warmup=10, rep=40)
+        nbytes = w.nbytes + x.numel() * 2 + t * w.n * 2
+        rows.append({"fmt": w.fmt, "n": w.n, "k": w.k, "t": t, "cfg": cfg.__dict__, "us": ms * 1e3,
+                     "gbps": nbytes / ms / 1e6, "pct_bw": 100 * nbytes / (ms * 1e-3) / PEAK_BW,
+                     "tflops": 2 * t * w.n * w.k / ms / 1e9})  # fmt: skip
+    return rows
+
+
+def cublas_tflops(n: int, k: int, t: int) -> float:
+    a = torch.randn(t, k, device="cuda").half()
+    b = torch.randn(n, k, device="cuda").half()
+    ms = do_bench(lambda: torch.nn.functional.linear(a, b), warmup=10, rep=40)
+    return 2 * t * n * k / ms / 1e9
+
+
+def _show(r: dict, tag: str) -> None:
+    c = r["cfg"]
+    cfg = f"mode={c['mode']} bm={c['bm']} bn={c['bn']} tile={c['tile']} split={c['split']} w={c['warps']}"
+    print(f"{tag:7s} {r['fmt']:5s} {r['n']:6d}x{r['k']:<6d} T={r['t']:<4d} {r['us']:9.1f} us "
+          f"{r['gbps']:7.0f} GB/s {r['pct_bw']:5.1f}% {r['tflops']:7.1f} TFLOP/s  {cfg}")  # fmt: skip
+
+
+def bench_weight(w: QuantWeight, sweep: bool, results: list[dict]) -> None:
+    dev = torch.device("cuda")
+    for t in (1, 16, 512):
+        default = pick_config(w.fmt, w.n, w.k, t, dev)
+        best = time_point(w, t, [default])[0]
+        _show(best, "default")
+        results.append({**best, "default": True})
+        if sweep:
+            for r in time_point(w, t, [_sweep_config(c, w.n, w.k) for c in SWEEP[t]]):
+                _show(r, "sweep")
+                results.append(r)
+        if t == 512:
+            print(f"        cuBLAS fp16 {w.n}x{w.k} T=512: {cublas_tflops(w.n, w.k, t):.1f} TFLOP/s")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--fmts", default=",".join(QTYPES))
+    ap.add_argument("--sweep", action="store_true")
+    ap.add_argument("--budget", type=float, default=1e9, help="stop after this many seconds")
+    args = ap.parse_args()
+    print(torch.cuda.get_device_name(), "triton", triton.__version__, "torch", torch.__version__)
+    start, results = time.time(), []
+    for fmt in args.fmts.split(","):
+        shapes = SHAPES + ([LM_HEAD] if fmt == "q6_k" else [])
+        for n, k in shapes:
+            if time.time() - start > args.budget:
+                print(f"budget reached, skipping {fmt} {n}x{k}")
+                continue
+            w = random_weight(fmt, n, k)
+            bench_weight(w, args.sweep, results)
+            del w
+            torch.cuda.empty_cache()
+    out = os.environ.get("OUT")
+    if out:
+        with open(os.path.join(out, "bench_qlinear.json"), "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
