@@ -21,20 +21,22 @@ import triton.language as tl
 @triton.jit
 def _load_kv_tile(C, S, page, off, h, stride_b, stride_h, stride_t, stride_sb, stride_sh, d,
                   mask, dmask, QUANT: tl.constexpr, DTYPE: tl.constexpr):
-    """Rows n of one kv head -> ([BLOCK_N, D_PAD] in DTYPE, scale [BLOCK_N] or None)."""
+    """Rows n of one kv head -> ([BLOCK_N, D_PAD] in DTYPE, scales [BLOCK_N] fp32 or zeros)."""
     ptr = C + page[:, None] * stride_b + h * stride_h + off[:, None] * stride_t + d[None, :]
     x = tl.load(ptr, mask=mask[:, None] & dmask[None, :], other=0.0).to(DTYPE)
+    s = tl.zeros_like(off).to(tl.float32)  # float caches: unused
     if QUANT:
         s = tl.load(S + page * stride_sb + h * stride_sh + off, mask=mask, other=0.0)
-        return x, s
-    return x, None
+    return x, s
 
 
 @triton.jit
 def _dot(a, b, IEEE: tl.constexpr):
     if IEEE:  # fp32 activations: exact fp32 products instead of tf32
-        return tl.dot(a, b, input_precision="ieee")
-    return tl.dot(a, b)
+        r = tl.dot(a, b, input_precision="ieee")
+    else:
+        r = tl.dot(a, b)
+    return r
 
 
 @triton.jit

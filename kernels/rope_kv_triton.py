@@ -18,9 +18,12 @@ from localllm.kernels.rope_kv import KV_QMAX, check_rope_store_args
 def _pair_offsets(HALF: tl.constexpr, HALF_PAD: tl.constexpr, INTERLEAVED: tl.constexpr):
     i = tl.arange(0, HALF_PAD)
     if INTERLEAVED:  # GGUF llama pairs (x[2i], x[2i+1])
-        return 2 * i, 2 * i + 1, i < HALF
+        o0 = 2 * i
+        o1 = 2 * i + 1
     else:  # neox pairs (x[i], x[i + D/2])
-        return i, i + HALF, i < HALF
+        o0 = i
+        o1 = i + HALF
+    return o0, o1, i < HALF
 
 
 @triton.jit
