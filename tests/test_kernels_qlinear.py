@@ -8,7 +8,6 @@ import pytest
 import torch
 from gguf import GGMLQuantizationType as QT
 from gguf.quants import dequantize as gguf_dequantize
-
 from localllm.formats.gguf import RawTensor
 from localllm.formats.quants import LAYOUTS
 from localllm.kernels.qlinear import (
@@ -223,5 +222,6 @@ def test_gpu_cuda_graph_capture(t: int) -> None:
     x.copy_(torch.randn_like(x))
     graph.replay()
     torch.cuda.synchronize()
-    torch.testing.assert_close(out, qt.qlinear_triton(x, w, bias), rtol=0, atol=0)
+    again = qt.qlinear_triton(x, w, bias)  # split-K atomics may sum in another order
+    torch.testing.assert_close(out, again, rtol=1e-3, atol=1e-3 * again.abs().max().item())
     assert not torch.equal(out, expect)
