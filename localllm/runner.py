@@ -23,13 +23,14 @@ from localllm.kv_cache import allocate_kv_cache, bytes_per_block, plan_num_block
 from localllm.model import MODEL_CLASSES
 from localllm.model.batch import ForwardBatch, KVCache
 from localllm.model.rope import cos_sin_table
-from localllm.model.weights import load_weights
+from localllm.model.weights import cache_dense, load_weights
 from localllm.runner_graphs import GraphRunner
 from localllm.scheduler import ScheduledBatch
 
 log = logging.getLogger("localllm")
 
 CPU_KV_BUDGET = 2 << 30  # bytes of KV pool on the CPU reference path
+CPU_DENSE_BUDGET = 4 << 30  # dequantize weights once on CPU when they fit in this
 
 
 @dataclass
@@ -55,6 +56,8 @@ class ModelRunner:
             weights = load_weights(gguf, model_cfg, self.device, self.dtype)
         except torch.cuda.OutOfMemoryError:
             raise OutOfMemoryError(self._weights_oom_message(gguf)) from None
+        if self.backend == "reference" and self.device.type == "cpu":
+            cache_dense(weights, self.dtype, CPU_DENSE_BUDGET)
         self.load_seconds = time.perf_counter() - t0
         ops = Ops(self.backend)
         # the Triton attention kernels need head_dim >= 16 (tl.dot); tiny models use the reference

@@ -17,6 +17,9 @@ except Exception:  # pragma: no cover
 if not HAS_CUDA:
     # must be set before any @triton.jit function is defined
     os.environ.setdefault("TRITON_INTERPRET", "1")
+    # tiny CPU ops are far faster single-threaded, and CI has 2 busy cores
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    torch.set_num_threads(1)
 
 TESTDATA = Path(
     os.environ.get("LOCALLLM_TESTDATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "testdata")

@@ -12,7 +12,7 @@ from localllm.config import ModelConfig
 from localllm.errors import ModelLoadError
 from localllm.formats.gguf import GGUFFile, RawTensor
 from localllm.formats.quants import check_supported, dequantize, dequantize_tensor
-from localllm.kernels.qlinear import QuantWeight, concat_weights, pack_weight
+from localllm.kernels.qlinear import QuantWeight, concat_weights, dequantize_weight, pack_weight
 
 _FLOAT_QTYPES = {GGMLQuantizationType.F32, GGMLQuantizationType.F16, GGMLQuantizationType.BF16}
 
@@ -27,7 +27,7 @@ class Embedding:
             self.table = dequantize_tensor(raw, device).to(dtype)  # [V, D]
             self.quantized = False
         else:
-            self.table = torch.from_numpy(np.ascontiguousarray(raw.data)).to(device)  # [V, row_bytes]
+            self.table = torch.from_numpy(np.array(raw.data, copy=True)).to(device)  # [V, row_bytes]
             self.quantized = True
 
     def __call__(self, ids: torch.Tensor) -> torch.Tensor:  # ids [T] -> [T, D]
@@ -129,13 +129,25 @@ def load_weights(g: GGUFFile, cfg: ModelConfig, device: torch.device, dtype: tor
     )
 
 
+def linear_weights(w: ModelWeights) -> list[QuantWeight]:
+    out = [w.lm_head]
+    for layer in w.layers:
+        out += [*layer.wqkv, layer.wo, *layer.w_gate_up, layer.w_down]
+    return out
+
+
+def cache_dense(w: ModelWeights, dtype: torch.dtype, budget_bytes: int) -> bool:
+    """Dequantize every linear weight once (the CPU reference path) if it fits in budget_bytes;
+    otherwise the reference dequantizes per call. Returns whether it cached."""
+    ws = linear_weights(w)
+    need = sum(x.n * x.k for x in ws) * torch.empty((), dtype=dtype).element_size()
+    if need > budget_bytes:
+        return False
+    for x in ws:
+        x.dense = dequantize_weight(x, dtype)
+    return True
+
+
 def weight_bytes(w: ModelWeights) -> int:
     """Bytes a decode step reads from the weights (everything but the embedding table)."""
-    def qw(x: QuantWeight) -> int:
-        return sum(t.numel() * t.element_size() for t in x.tensors.values())
-
-    total = qw(w.lm_head) + w.norm.numel() * 4
-    for layer in w.layers:
-        for x in [*layer.wqkv, layer.wo, *layer.w_gate_up, layer.w_down]:
-            total += qw(x)
-    return total
+    return sum(x.nbytes for x in linear_weights(w)) + w.norm.numel() * 4
