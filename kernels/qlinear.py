@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 from gguf import GGMLQuantizationType as QT
-
 from localllm.formats.gguf import RawTensor
 from localllm.kernels.registry import register
 
