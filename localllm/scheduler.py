@@ -3,8 +3,9 @@
 Each step (vLLM-v1 style):
   1. running sequences, decodes first (1 + len(draft_ids) tokens each), then running prefills
      (a chunk of min(remaining, budget, long_prefill_threshold) tokens), in arrival order. When
-     the pool is short, the newest running sequence is preempted by recompute (its blocks freed,
-     num_computed = 0, pushed to the front of waiting, output kept) until the allocation fits.
+     the pool is short, the work shrinks to what fits (fewer drafts, a smaller chunk); when not
+     even one token fits, the newest running sequence is preempted by recompute (its blocks
+     freed, num_computed = 0, pushed to the front of waiting, output kept) and we retry.
   2. waiting sequences FCFS (no skipping past one that does not fit) while the budget, the
      max_num_seqs cap and free blocks allow: prefix-cache hit first, then the first chunk.
      Nothing is admitted in a step that had to preempt.
@@ -105,7 +106,8 @@ class Scheduler:
     def _schedule_running(
         self, seq: Sequence, budget: int, scheduled: dict[int, ScheduledSeq], batch: ScheduledBatch
     ) -> int:
-        """Schedule one running seq (preempting newer ones if blocks are short); new budget."""
+        """Schedule one running seq; new budget. When blocks are short, first shrink the work to
+        what fits (fewer drafts, a smaller prefill chunk), then preempt the newest running seq."""
         if self._never_fits(seq):
             self.finish(seq, "length")
             batch.finished.append(seq)
@@ -114,8 +116,9 @@ class Scheduler:
         if item is None:
             return budget
         while not self.block_manager.allocate(seq, item.num_tokens):
-            if item.draft_ids:  # speculation is optional: retry as a plain decode first
-                item = self._plan(seq, budget, drafts=False)
+            fit = self._tokens_that_fit(seq)
+            if fit > 0:  # fit < item.num_tokens, so this plan is smaller and will allocate
+                item = self._plan(seq, fit)
                 assert item is not None
                 continue
             victim = self.running[-1]
@@ -150,13 +153,13 @@ class Scheduler:
             scheduled[seq.seq_id] = ScheduledSeq(seq, start, n, [], is_last, not seq.in_prefill)
             budget -= n
 
-    def _plan(self, seq: Sequence, budget: int, drafts: bool = True) -> ScheduledSeq | None:
+    def _plan(self, seq: Sequence, budget: int) -> ScheduledSeq | None:
         """The work for seq this step within budget (None when the budget is spent)."""
         if budget < 1:
             return None
         start = seq.num_computed
-        if not seq.in_prefill:  # decode: the last sampled token, plus drafts that fit
-            seq.draft_ids = seq.draft_ids[: budget - 1] if drafts else []
+        if not seq.in_prefill:  # decode: the last sampled token, plus the drafts that fit
+            seq.draft_ids = seq.draft_ids[: budget - 1]
             draft = list(seq.draft_ids)
             return ScheduledSeq(seq, start, 1 + len(draft), draft, True, is_decode=True)
         n = self._chunk(seq.num_tokens - start, budget)
@@ -167,6 +170,12 @@ class Scheduler:
         if self.config.long_prefill_threshold:
             n = min(n, self.config.long_prefill_threshold)
         return n
+
+    def _tokens_that_fit(self, seq: Sequence) -> int:
+        """How many more tokens seq can compute with its blocks plus the free ones."""
+        bm = self.block_manager
+        blocks = len(seq.block_table) + bm.num_free_blocks
+        return blocks * bm.block_size - seq.num_computed
 
     def _never_fits(self, seq: Sequence) -> bool:
         """True when seq's tokens alone need more blocks than the whole pool has."""

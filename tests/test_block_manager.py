@@ -158,6 +158,17 @@ def test_hit_refreshes_nothing_until_released_again() -> None:
     assert len(bm.get_computed_prefix(make_seq([1] * 5))) == 1
 
 
+def test_free_releases_tail_first_so_prefixes_survive_eviction() -> None:
+    bm = BlockManager(3, BS)
+    a = make_seq(list(range(12)))
+    assert run_prefill(bm, a) and bm.num_cached_blocks == 3
+    head = a.block_table[:2]
+    bm.free(a)
+    b = make_seq([40, 41])
+    assert bm.allocate(b, 2, [])  # evicts one block: a's last
+    assert bm.get_computed_prefix(make_seq(list(range(13)))) == head
+
+
 def test_duplicate_block_is_not_indexed_twice() -> None:
     bm = BlockManager(8, BS)
     a, b = make_seq([1, 2, 3, 4, 5]), make_seq([1, 2, 3, 4, 6])
@@ -195,7 +206,13 @@ def test_computed_blocks_only_for_admission() -> None:
 # ---- stateful property test -------------------------------------------------------------------
 
 NUM_BLOCKS = 10
-tokens_st = st.lists(st.integers(0, 1), min_size=1, max_size=14)  # tiny alphabet: many collisions
+# a tiny alphabet and a few common prefixes, so that prefixes (and hashes' inputs) collide often
+PREFIXES = [[], [0, 1, 0, 1], [0, 1, 0, 1, 1, 1, 0, 0], [1] * 8, [0] * 12]
+tokens_st = st.builds(
+    lambda head, tail: (head + tail) or [0],
+    st.sampled_from(PREFIXES),
+    st.lists(st.integers(0, 1), max_size=10),
+)
 
 
 class BlockManagerMachine(RuleBasedStateMachine):

@@ -303,16 +303,35 @@ def test_speculative_decoding_is_lossless_end_to_end() -> None:
     assert all(b.num_tokens <= 10 for b in eng.batches)
 
 
-def test_drafts_dropped_before_preempting() -> None:
+def test_drafts_trimmed_to_the_pool_before_preempting() -> None:
     sched = make(num_blocks=2)
     s = make_seq(prompt_of(3), max_tokens=4)
     sched.add(s)
     eng = FakeEngine(sched)
-    eng.step()
-    s.draft_ids = [1] * 9  # 4 + 9 slots would need 4 blocks
+    eng.step()  # 4 tokens, 3 computed, 1 block
+    s.draft_ids = [1] * 9  # 4 + 9 slots would need 4 blocks; 2 blocks hold 5 new slots
     batch = sched.schedule()
-    assert not batch.preempted and batch.items[0].draft_ids == [] and s.draft_ids == []
-    assert batch.items[0].num_tokens == 1
+    assert not batch.preempted and batch.items[0].draft_ids == [1] * 4 == s.draft_ids
+    assert batch.items[0].num_tokens == 5 and len(s.block_table) == 2
+
+
+def test_prefill_chunk_shrinks_to_free_blocks_instead_of_preempting() -> None:
+    sched = make(num_blocks=7, max_num_batched_tokens=64, long_prefill_threshold=8)
+    a = make_seq(prompt_of(16), max_tokens=8, rid="a")
+    b = make_seq(prompt_of(20, 1), max_tokens=1, rid="b")
+    sched.add(a)
+    sched.add(b)
+    eng = FakeEngine(sched)
+    first = eng.step()  # a: 8, b: 8 -> 2 + 2 blocks, 3 free
+    assert [it.num_tokens for it in first.items] == [8, 8]
+    second = eng.step()  # a takes 2 more blocks; 1 block left holds 4 of b's next 8 tokens
+    assert [(it.seq.request_id, it.num_tokens) for it in second.items] == [("a", 8), ("b", 4)]
+    assert not second.preempted and sched.block_manager.num_free_blocks == 0
+    third = eng.step()  # a's first decode needs a 5th block: b (newest) is preempted
+    assert third.preempted == [b]
+    eng.run()
+    assert a.token_ids == reference(a.token_ids[:16], 8)
+    assert b.token_ids == reference(b.token_ids[:20], 1)
 
 
 def test_update_rejects_tokens_that_contradict_drafts() -> None:
