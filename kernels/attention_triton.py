@@ -83,8 +83,9 @@ def _check_layout(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
 
 
 def run_paged_attention(q, k_cache, v_cache, k_scale, v_scale, block_tables, cu_seqlens_q,
-                        seq_lens, max_q_len, max_seq_len, scale, out=None, parts=None):
-    """paged_attention with an optional forced number of KV partitions (for tests)."""
+                        seq_lens, max_q_len, max_seq_len, scale, out=None, parts=None,
+                        num_stages=2):
+    """paged_attention with a forced number of KV partitions / pipeline stages (tests, bench)."""
     check_attention_args(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens)
     _check_layout(q, k_cache, v_cache, k_scale, v_scale, block_tables)
     t, hq, d = q.shape
@@ -111,7 +112,7 @@ def run_paged_attention(q, k_cache, v_cache, k_scale, v_scale, block_tables, cu_
         n_kv, plan.part_len, scale * math.log2(math.e),
         G=group, BLOCK_M=plan.block_m, BLOCK_N=plan.block_n, HEAD_DIM=d, D_PAD=d_pad,
         BLOCK_SIZE=bs, QUANT=quant, SPLIT=split, IEEE=q.dtype == torch.float32,
-        num_warps=plan.num_warps, num_stages=2,
+        num_warps=plan.num_warps, num_stages=num_stages,
     )
     if split:
         _merge_kernel[(t, hq)](

@@ -12,6 +12,7 @@ import argparse
 
 import torch
 import triton.testing
+from localllm.kernels.attention_triton import run_paged_attention
 from localllm.kernels.registry import Ops
 
 KV_DTYPES = {"fp16": torch.float16, "int8": torch.int8, "fp8": torch.float8_e4m3fn}
@@ -64,6 +65,11 @@ def main() -> None:
                     ms = time_ms(lambda args=args: op(*args))
                     gbs = kv_bytes(args) / ms / 1e6
                     print(f"{name:>5} {batch:>5} {seq:>5} {q_len:>2} {ms * 1e3:8.1f} {gbs:7.0f}")
+    for name, kv in KV_DTYPES.items():  # software-pipeline depth at the largest decode shape
+        args = paged_inputs(32, 4096, 1, a.heads, a.kv_heads, a.head_dim, kv)
+        for stages in (1, 2, 3, 4):
+            ms = time_ms(lambda args=args, s=stages: run_paged_attention(*args, num_stages=s))
+            print(f"{name} b32 s4096 num_stages={stages}: {kv_bytes(args) / ms / 1e6:.0f} GB/s")
     for seq in (2048, 8192):  # prefill: one causal sequence, the whole prompt at once
         args = paged_inputs(1, seq, seq, a.heads, a.kv_heads, a.head_dim, torch.float16)
         ms = time_ms(lambda args=args: op(*args))
