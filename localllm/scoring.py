@@ -37,14 +37,11 @@ def token_logprobs(engine, ids: list[int], chunk: int = 512) -> torch.Tensor:
 
 
 def mean_nll(engine, ids: list[int], window: int, chunk: int = 512) -> float:
-    """Mean negative log-likelihood over ids split into independent windows of `window` tokens
-    (each window after the first starts with BOS when the model uses one)."""
-    bos = engine.tokenizer.bos_id if engine.tokenizer.add_bos else None
+    """Mean negative log-likelihood (nats/token) over ids cut into independent, non-overlapping
+    windows of `window` tokens; the first token of each window is context only."""
     total, count = 0.0, 0
-    body = ids[1:] if bos is not None and ids and ids[0] == bos else ids
-    step = window - (1 if bos is not None else 0)
-    for s in range(0, len(body), step):
-        w = ([bos] if bos is not None else []) + body[s : s + step]
+    for s in range(0, len(ids), window):
+        w = ids[s : s + window]
         if len(w) < 2:
             break
         lp = token_logprobs(engine, w, chunk)
