@@ -104,14 +104,15 @@ class AsyncEngine:
 
     # ---- public API (any thread / event loop) --------------------------------------------
     async def generate(self, prompt_ids: list[int], params: SamplingParams,
-                       request_id: str | None = None) -> AsyncIterator[TokenEvent]:
+                       request_id: str | None = None, continuation: bool = True
+                       ) -> AsyncIterator[TokenEvent]:
         rid = request_id or uuid.uuid4().hex
         q: asyncio.Queue[TokenEvent] = asyncio.Queue()
         loop = asyncio.get_running_loop()
         self._streams[rid] = (loop, q)
 
         def add() -> None:
-            self.engine.add_request(prompt_ids, params, rid)
+            self.engine.add_request(prompt_ids, params, rid, continuation)
 
         try:
             await loop.run_in_executor(None, self._call, add)

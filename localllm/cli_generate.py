@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.sample_seed, stop=args.stop,
     )
     t0 = time.perf_counter()
-    rid = engine.add_request(ids, params)
+    rid = engine.add_request(ids, params, continuation=bool(args.prompt) and not args.chat)
     first = None
     out = sys.stdout
     final = None

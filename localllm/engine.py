@@ -61,7 +61,9 @@ class LLMEngine:
 
     # ---- requests -----------------------------------------------------------------------
     def add_request(self, prompt_ids: list[int], params: SamplingParams,
-                    request_id: str | None = None) -> str:
+                    request_id: str | None = None, continuation: bool = True) -> str:
+        """Queue a request. continuation=True keeps the leading space of the first generated
+        piece (a completion continuing its prompt); chat answers pass False."""
         request_id = request_id or uuid.uuid4().hex
         if request_id in self.requests:
             raise RequestError(f"duplicate request id {request_id!r}")
@@ -76,7 +78,8 @@ class LLMEngine:
             frozenset() if params.ignore_eos else self.tokenizer.stop_ids
         )
         self.requests[request_id] = _RequestState(
-            seq, IncrementalDetokenizer(self.tokenizer), StopStringBuffer(params.stop), stop_ids
+            seq, IncrementalDetokenizer(self.tokenizer, continuation=continuation),
+            StopStringBuffer(params.stop), stop_ids
         )
         self.stats.requests_received += 1
         return request_id
