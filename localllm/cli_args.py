@@ -13,6 +13,8 @@ def add_engine_args(p: argparse.ArgumentParser, model_required: bool = True) -> 
     g.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default: auto)")
     g.add_argument("--backend", default="auto", choices=["auto", "triton", "reference"],
                    help="kernels: triton on CUDA, the torch reference elsewhere (default: auto)")
+    g.add_argument("--dtype", default="auto", choices=["auto", "fp16", "bf16", "fp32"],
+                   help="activation dtype (default: fp16 on GPU, fp32 on CPU)")
     g.add_argument("--max-model-len", type=int, default=None,
                    help="context length (default: the model's)")
     g.add_argument("--kv-dtype", default="auto", choices=KV_DTYPES,
@@ -33,6 +35,7 @@ def engine_config(args: argparse.Namespace, **overrides: object) -> EngineConfig
         model=args.model,
         device=args.device,
         backend=args.backend,
+        dtype=args.dtype,
         max_model_len=args.max_model_len,
         kv_dtype=args.kv_dtype,
         gpu_memory_utilization=args.gpu_memory_utilization,

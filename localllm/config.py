@@ -71,6 +71,7 @@ class EngineConfig:
     model: str
     device: str = "auto"  # "auto" | "cpu" | "cuda" | "cuda:N"
     backend: str = "auto"  # "auto" (triton on CUDA, reference on CPU) | "triton" | "reference"
+    dtype: str = "auto"  # activations: "auto" (fp16 on CUDA, fp32 on CPU) | "fp16" | "bf16" | "fp32"
     max_model_len: int | None = None  # default: the model's context length
     kv_dtype: str = "auto"  # auto = fp16 on CUDA, fp32 on CPU
     block_size: int = 16
@@ -97,5 +98,7 @@ class EngineConfig:
             raise ValueError("--max-num-batched-tokens must be >= 16")
         if self.backend not in ("auto", "triton", "reference"):
             raise ValueError(f"unknown backend {self.backend!r}")
+        if self.dtype not in ("auto", "fp16", "bf16", "fp32"):
+            raise ValueError(f"--dtype must be auto, fp16, bf16 or fp32, got {self.dtype!r}")
         if self.speculative_tokens < 0:
             raise ValueError("--speculative-tokens must be >= 0")

@@ -26,7 +26,12 @@ def pick_backend(name: str, device: torch.device) -> str:
     return "triton" if device.type == "cuda" else "reference"
 
 
-def activation_dtype(device: torch.device) -> torch.dtype:
+_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
+
+
+def activation_dtype(device: torch.device, name: str = "auto") -> torch.dtype:
+    if name != "auto":
+        return _DTYPES[name]
     return torch.float16 if device.type == "cuda" else torch.float32
 
 

@@ -45,7 +45,7 @@ class ModelRunner:
         self.model_cfg = model_cfg
         self.device = pick_device(cfg.device)
         self.backend = pick_backend(cfg.backend, self.device)
-        self.dtype = activation_dtype(self.device)
+        self.dtype = activation_dtype(self.device, cfg.dtype)
         self.kv_dtype = resolve_kv_dtype(cfg.kv_dtype, self.device)
         self.max_model_len = min(cfg.max_model_len or model_cfg.context_length, 1 << 20)
         self.block_size = cfg.block_size

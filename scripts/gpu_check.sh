@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# One command on an NVIDIA GPU machine: GPU tests + benchmarks, results under $OUT (or ./gpu-results).
+# Usage (from the repo root, test data copied to .carry/testdata, wheels in .whl/):
+#   bash scripts/gpu_check.sh [tests|bench|all]
+set -uo pipefail
+what=${1:-all}
+source scripts/device_setup.sh
+OUT=${OUT:-$LOCALLLM_REPO/gpu-results}; mkdir -p "$OUT"; export LOCALLLM_RESULTS=$OUT
+R=$LOCALLLM_REPO
+if [[ $what == tests || $what == all ]]; then
+  python3 -m pytest -q -m gpu -p no:cacheprovider -s "$R"/tests/test_gpu_*.py "$R"/tests/test_kernels_*.py "$R"/tests/test_formats_*.py "$R"/tests/test_sampler.py 2>&1 | tee "$OUT/gpu_tests.log" | grep -E "passed|failed|error|agreeing|NLL|logits|Error" | tail -40
+fi
+if [[ $what == bench || $what == all ]]; then
+  for m in llama3-8b-q4_k_m llama2-7b-q4_0; do
+    par=""; [[ $m == llama3-8b-q4_k_m ]] && par="--parallel 1,8,32"
+    python3 -m localllm.cli bench --model $m -p 512 -n 128 -r 3 $par --json "$OUT/bench_$m.json" 2>&1 | tee "$OUT/bench_$m.log"
+  done
+fi
