@@ -127,5 +127,12 @@ def rope_store_kv(
         ks.stride(0), ks.stride(1), vs.stride(0), vs.stride(1), hq, hkv,
         BLOCK_SIZE=k_cache.shape[2], HALF=half, HALF_PAD=triton.next_power_of_2(half),
         HQ_PAD=triton.next_power_of_2(hq), HKV_PAD=triton.next_power_of_2(hkv),
-        INTERLEAVED=bool(interleaved), QMAX=qmax, num_warps=4,
+        INTERLEAVED=bool(interleaved), QMAX=qmax, num_warps=_num_warps(hkv, half),
     )
+
+
+def _num_warps(n_kv_heads: int, half: int) -> int:
+    """Enough threads for the [Hkv, D/2] K/V tiles without replicating them across warps
+    (their per-head absmax reductions feed the quantization scales)."""
+    elems = triton.next_power_of_2(n_kv_heads) * triton.next_power_of_2(half)
+    return max(1, min(4, elems // 32))
