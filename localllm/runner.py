@@ -59,11 +59,8 @@ class ModelRunner:
         if self.backend == "reference" and self.device.type == "cpu":
             cache_dense(weights, self.dtype, CPU_DENSE_BUDGET)
         self.load_seconds = time.perf_counter() - t0
-        ops = Ops(self.backend)
-        # the Triton attention kernels need head_dim >= 16 (tl.dot); tiny models use the reference
-        attn_ops = ops if model_cfg.head_dim >= 16 else Ops("reference")
         cos_sin = cos_sin_table(model_cfg, self.max_model_len, self.device, weights.rope_freqs)
-        self.model = MODEL_CLASSES[model_cfg.arch](model_cfg, weights, ops, attn_ops, cos_sin)
+        self.model = MODEL_CLASSES[model_cfg.arch](model_cfg, weights, Ops(self.backend), cos_sin)
         self.weight_bytes = weights.nbytes
         self.kv = self._allocate_kv()
         self.graphs: GraphRunner | None = None

@@ -24,12 +24,10 @@ def _linear(ops: Ops, x: torch.Tensor, ws: list[QuantWeight], bias: torch.Tensor
 
 
 class LlamaModel:
-    def __init__(self, cfg: ModelConfig, weights: ModelWeights, ops: Ops, attn_ops: Ops,
-                 cos_sin: torch.Tensor) -> None:
+    def __init__(self, cfg: ModelConfig, weights: ModelWeights, ops: Ops, cos_sin: torch.Tensor) -> None:
         self.cfg = cfg
         self.w = weights
         self.ops = ops
-        self.attn_ops = attn_ops  # attention may fall back to the reference for tiny head dims
         self.cos_sin = cos_sin  # [max_pos, head_dim]
         self.scale = cfg.head_dim ** -0.5
 
@@ -48,7 +46,7 @@ class LlamaModel:
             q, k, v, fb.positions, self.cos_sin, cfg.rope_style == "interleaved",
             kv.k[i], kv.v[i], kv.k_scale[i], kv.v_scale[i], fb.slot_mapping,
         )
-        o = self.attn_ops.paged_attention(
+        o = ops.paged_attention(
             q, kv.k[i], kv.v[i], kv.k_scale[i], kv.v_scale[i], fb.block_tables, fb.cu_seqlens_q,
             fb.seq_lens, fb.max_q_len, fb.max_seq_len, self.scale,
         )  # [T, Hq, D]
