@@ -1,0 +1,8 @@
+"""The Textual chat (`localllm chat`): in-process engine, or a client of a remote server.
+
+Module map: app (ChatApp, ChatOptions), actions (what the keys do), backend (LocalBackend over
+AsyncEngine), remote (RemoteBackend over the openai client), context (fitting history into
+the context window), store (SQLite conversations), export (Markdown), discovery (GGUF files on
+disk), keys (every key), screens/conversations (dialogs), widgets, status, serve (--serve).
+Nothing is imported here so that `import localllm.tui.discovery` stays light.
+"""

@@ -1,0 +1,224 @@
+"""ChatApp: the Textual chat. The model (or server) connection lives in backend.py/remote.py,
+conversations in store.py, the reply loop and key actions in actions.py."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.widgets import Footer, Header, Static
+
+from localllm.errors import LocalLLMError
+from localllm.tui.actions import ChatActions
+from localllm.tui.backend import Backend, ChatSettings, LocalBackend
+from localllm.tui.discovery import FoundModel, discover
+from localllm.tui.keys import MAIN_KEYS
+from localllm.tui.remote import RemoteBackend
+from localllm.tui.screens import ModelPickerScreen
+from localllm.tui.serve import make_server
+from localllm.tui.status import StatusInfo, format_status
+from localllm.tui.store import Conversation, Message, Store, default_db_path
+from localllm.tui.widgets import ChatInput, MessageView, Notice
+
+if TYPE_CHECKING:
+    from localllm.config import EngineConfig
+
+# keys a focused TextArea would otherwise take for itself
+_PRIORITY = {"ctrl+e", "pageup", "pagedown"}
+
+
+@dataclass
+class ChatOptions:
+    model: str | None = None  # in-process engine on this GGUF file
+    url: str | None = None  # or: a client of this OpenAI-compatible server
+    remote_model: str | None = None
+    api_key: str | None = None
+    engine_config: Callable[[str], EngineConfig] | None = None  # model path -> engine config
+    models_dirs: tuple[str, ...] = ()
+    db_path: Path | None = None
+    export_dir: Path = Path(".")
+    serve: bool = False
+    host: str = "127.0.0.1"
+    port: int = 8000
+    settings: ChatSettings | None = None  # overrides the stored sampling settings
+    system_prompt: str | None = None  # for new conversations
+
+
+class ChatApp(ChatActions, App[None]):
+    CSS_PATH = "chat.tcss"
+    TITLE = "localllm chat"
+    ENABLE_COMMAND_PALETTE = False
+    BINDINGS = [
+        Binding(k.keys, k.action, k.description, show=k.show, priority=k.keys in _PRIORITY)
+        for k in MAIN_KEYS
+        if k.keys
+    ]
+
+    def __init__(self, options: ChatOptions, backend: Backend | None = None) -> None:
+        super().__init__()
+        self.options = options
+        self.backend: Backend | None = backend
+        self.store: Store | None = None
+        self.conv: Conversation | None = None
+        self.settings = options.settings or ChatSettings()
+        self.info = StatusInfo()
+        self.server: Any = None  # uvicorn.Server with --serve
+        self.init_actions()
+
+    def compose(self) -> ComposeResult:
+        yield Header(icon="")
+        yield VerticalScroll(id="chat")
+        yield ChatInput(id="input", soft_wrap=True, show_line_numbers=False)
+        yield Static("", id="status", markup=False)
+        yield Footer()
+
+    # ---- start-up -----------------------------------------------------------------------
+    async def on_mount(self) -> None:
+        self.store = Store(self.options.db_path or default_db_path())
+        if self.options.settings is None:
+            self.settings = self._stored_settings()
+        convs = self.store.list()
+        await self.open_conversation(convs[0].id if convs else None)
+        self.query_one(ChatInput).focus()
+        self.run_worker(self._start_backend(), group="backend", exit_on_error=False)
+
+    def _stored_settings(self) -> ChatSettings:
+        assert self.store is not None
+        try:
+            return ChatSettings(**self.store.get_setting("sampling", {}))
+        except (TypeError, LocalLLMError):
+            return ChatSettings()
+
+    async def _start_backend(self) -> None:
+        if self.backend is not None:
+            await self.backend_ready(self.backend)
+        elif self.options.url:
+            await self._connect(self.options.url)
+        elif self.options.model:
+            await self.load_model(self.options.model)
+        else:
+            self.set_state("pick a model")
+            models = await asyncio.to_thread(discover, self.options.models_dirs)
+            self.push_screen(ModelPickerScreen(models), self._picked)
+
+    def _picked(self, model: FoundModel | None) -> None:
+        if model is None:
+            self.exit()
+            return
+        self.run_worker(self.load_model(str(model.path)), group="backend", exit_on_error=False)
+
+    async def _connect(self, url: str) -> None:
+        self.set_state(f"connecting to {url}")
+        backend = RemoteBackend(url, self.options.remote_model, self.options.api_key)
+        try:
+            await backend.connect()
+        except LocalLLMError as e:
+            await backend.close()
+            await self.fail(f"Could not connect: {e}")
+            return
+        await self.backend_ready(backend)
+
+    async def load_model(self, path: str) -> None:
+        self.info.model = Path(path).name
+        self.set_state("loading")
+        make_cfg = self.options.engine_config
+        if make_cfg is None:
+            from localllm.config import EngineConfig
+
+            make_cfg = EngineConfig
+        try:
+            backend = await LocalBackend.load(make_cfg(path))
+        except (LocalLLMError, ValueError, OSError, RuntimeError) as e:
+            await self.fail(f"Could not load the model {path}: {e}")
+            return
+        await self.backend_ready(backend)
+
+    async def backend_ready(self, backend: Backend) -> None:
+        self.backend = backend
+        self.info.model = backend.model_name
+        self.info.context_size = backend.context_size
+        self.set_state("ready")
+        if self.options.serve and isinstance(backend, LocalBackend):
+            self._start_server(backend)
+        await self.refresh_pool()
+
+    def _start_server(self, backend: LocalBackend) -> None:
+        try:
+            self.server = make_server(backend.engine, self.options.host, self.options.port)
+        except LocalLLMError as e:
+            self.run_worker(self.fail(f"Not serving: {e}", state="ready"))
+            return
+        self.run_worker(self._serve(), group="server", exit_on_error=False)
+
+    async def _serve(self) -> None:
+        where = f"http://{self.options.host}:{self.options.port}/v1"
+        self.notify(f"Serving the OpenAI API at {where}")
+        try:
+            await self.server.serve()
+        except (SystemExit, OSError) as e:  # uvicorn exits when it cannot bind the port
+            await self.fail(f"The HTTP server at {where} stopped: {e or 'could not start'}",
+                            state="ready")
+
+    async def fail(self, text: str, state: str = "error") -> None:
+        """A readable error in the chat and the status line (never a traceback)."""
+        self.set_state(state)
+        await self.add_notice(text, "error")
+
+    # ---- conversations ------------------------------------------------------------------
+    async def open_conversation(self, conversation_id: int | None) -> None:
+        assert self.store is not None
+        if conversation_id is None:
+            system = self.options.system_prompt
+            if system is None:
+                system = self.store.get_setting("system_prompt", "")
+            self.conv = self.store.create(system_prompt=system)
+        else:
+            self.conv = self.store.load(conversation_id)
+        self.sub_title = self.conv.title
+        chat = self.query_one("#chat", VerticalScroll)
+        await chat.remove_children()
+        await chat.mount_all([MessageView(m.role, m.content, m.id) for m in self.conv.messages])
+        chat.scroll_end(animate=False)
+        self.info.context_used = _context_used(self.conv.messages)
+        self.refresh_status()
+
+    # ---- status -------------------------------------------------------------------------
+    def set_state(self, state: str) -> None:
+        self.info.state = state
+        self.refresh_status()
+
+    def refresh_status(self) -> None:
+        if self.is_mounted:
+            self.query_one("#status", Static).update(format_status(self.info))
+
+    async def refresh_pool(self) -> None:
+        if self.backend is not None:
+            self.info.pool = await self.backend.pool_usage()
+            self.refresh_status()
+
+    async def add_notice(self, text: str, kind: str = "info") -> None:
+        chat = self.query_one("#chat", VerticalScroll)
+        await chat.mount(Notice(text, kind))
+        chat.scroll_end(animate=False)
+
+    async def on_unmount(self) -> None:
+        if self.server is not None:
+            self.server.should_exit = True
+        if self.backend is not None:
+            await self.backend.close()
+        if self.store is not None:
+            self.store.close()
+
+
+def _context_used(messages: list[Message]) -> int | None:
+    """Tokens of the last answer's prompt + completion, as recorded with it."""
+    for m in reversed(messages):
+        if m.stats and "prompt_tokens" in m.stats:
+            return int(m.stats["prompt_tokens"]) + int(m.stats.get("completion_tokens", 0))
+    return None
