@@ -1,0 +1,73 @@
+"""`localllm serve`: the OpenAI-compatible HTTP API (see docs/server.md)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from pathlib import Path
+
+from localllm.cli_args import add_engine_args, engine_config
+
+log = logging.getLogger("localllm.server")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="serve an OpenAI-compatible API (chat, completions, infill)")
+    add_engine_args(p)
+    g = p.add_argument_group("server")
+    g.add_argument("--host", default="127.0.0.1",
+                   help="interface to bind (default: 127.0.0.1, this machine only)")
+    g.add_argument("--port", type=int, default=8000, help="TCP port (default: 8000)")
+    g.add_argument("--api-key", default=os.environ.get("LOCALLLM_API_KEY"),
+                   help="require 'Authorization: Bearer KEY' on every route but /health "
+                        "(default: $LOCALLLM_API_KEY, else no key)")
+    g.add_argument("--served-model-name", default=None,
+                   help="model id clients use (default: the file name without .gguf)")
+    g.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
+                   help="allow browser requests from ORIGIN (repeatable; '*' for any)")
+    g.add_argument("--max-n", type=int, default=16, help="most choices (n) per request")
+    p.set_defaults(func=run)
+
+
+def settings_from_args(args: argparse.Namespace):  # -> ServerSettings (import kept lazy)
+    from localllm.server.settings import ServerSettings
+
+    path = Path(args.model)
+    name = args.served_model_name or path.stem
+    aliases = tuple(a for a in (path.name, path.stem) if a != name)
+    return ServerSettings(name, aliases, args.api_key, tuple(args.cors_origin), max_n=args.max_n)
+
+
+def run(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from localllm.async_engine import AsyncEngine
+    from localllm.errors import LocalLLMError
+    from localllm.server import create_app
+
+    settings = settings_from_args(args)
+    cfg = engine_config(args)
+    if not Path(cfg.model).is_file():
+        raise LocalLLMError(f"{cfg.model}: no such model file")
+    failure: list[BaseException] = []
+    server: uvicorn.Server | None = None
+
+    def on_load_error(e: BaseException) -> None:  # stop serving: nothing could ever answer
+        failure.append(e)
+        if server is not None:
+            server.should_exit = True
+
+    app = create_app(settings, lambda: AsyncEngine.from_config(cfg), on_load_error)
+    if args.host not in ("127.0.0.1", "localhost", "::1") and settings.api_key is None:
+        log.warning("serving on %s without --api-key: anyone on the network can use it",
+                    args.host)
+    server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port,
+                                           log_level="info" if args.verbose else "warning"))
+    print(f"localllm: serving {settings.model_name} on http://{args.host}:{args.port}/v1 "
+          "(loading the model; /health says when it is ready)", flush=True)
+    server.run()
+    if failure:
+        err = failure[0]
+        raise err if isinstance(err, LocalLLMError) else LocalLLMError(f"loading failed: {err}")
+    return 0

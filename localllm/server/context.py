@@ -1,0 +1,29 @@
+"""Per-app context that routes reach through FastAPI dependencies (no module globals)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fastapi import Request
+
+from localllm.async_engine import AsyncEngine
+from localllm.server.metrics import ServerMetrics
+from localllm.server.settings import ServerSettings
+from localllm.server.state import EngineHolder
+
+
+@dataclass
+class ServerContext:
+    settings: ServerSettings
+    holder: EngineHolder
+    metrics: ServerMetrics
+    created: int  # unix time the server started (the model card's `created`)
+
+
+def get_context(request: Request) -> ServerContext:
+    return request.app.state.ctx  # type: ignore[no-any-return]
+
+
+def get_engine(request: Request) -> AsyncEngine:
+    """The loaded engine; 503 while the model loads."""
+    return get_context(request).holder.get()

@@ -1,0 +1,104 @@
+"""Run a request's jobs (n choices x prompts) on the engine as one merged event stream.
+
+Each job is pumped by its own task into one queue, so choices interleave as the engine
+produces them. Closing the stream (client gone, error) cancels the tasks, and leaving
+`AsyncEngine.generate` early aborts each request in the engine, which frees its KV blocks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import anyio
+
+from localllm.async_engine import AsyncEngine
+from localllm.core import TokenEvent, TokenLogprob, Usage
+from localllm.server.errors import APIError
+from localllm.server.metrics import ServerMetrics
+from localllm.server.params import Job
+
+
+async def merged_events(engine: AsyncEngine, jobs: list[Job], continuation: bool,
+                        metrics: ServerMetrics, endpoint: str, request_id: str
+                        ) -> AsyncIterator[tuple[int, TokenEvent]]:
+    """(choice index, event) until every job has finished; the first job error is raised."""
+    q: asyncio.Queue[tuple[int, TokenEvent | BaseException]] = asyncio.Queue()
+
+    async def pump(job: Job) -> None:
+        obs = metrics.observer(endpoint)
+        try:
+            async for ev in engine.generate(job.prompt_ids, job.params,
+                                            f"{request_id}-{job.index}", continuation):
+                obs.on_event(ev)
+                q.put_nowait((job.index, ev))
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 - handed to the consumer
+            q.put_nowait((job.index, e))
+
+    tasks = [asyncio.create_task(pump(j)) for j in jobs]
+    try:
+        remaining = len(jobs)
+        while remaining:
+            index, item = await q.get()
+            if isinstance(item, BaseException):
+                raise item
+            yield index, item
+            if item.finished:
+                remaining -= 1
+    finally:
+        for t in tasks:
+            t.cancel()
+        with anyio.CancelScope(shield=True):
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def primed(events: AsyncIterator[tuple[int, TokenEvent]]
+                 ) -> AsyncIterator[tuple[int, TokenEvent]]:
+    """Wait for the first event before answering, so a bad request still gets a plain 4xx
+    (the engine rejects requests before it yields anything); then replay it and the rest."""
+    it = aiter(events)
+    first = await anext(it)
+
+    async def replay() -> AsyncIterator[tuple[int, TokenEvent]]:
+        try:
+            yield first
+            async for item in it:
+                yield item
+        finally:
+            await it.aclose()  # type: ignore[attr-defined]
+
+    return replay()
+
+
+@dataclass
+class ChoiceResult:
+    """Everything one choice produced, for a non-streaming answer."""
+
+    text: str = ""
+    token_ids: list[int] = field(default_factory=list)
+    logprobs: list[TokenLogprob] = field(default_factory=list)
+    finish_reason: str | None = None
+    usage: Usage | None = None
+    stats: dict | None = None
+
+
+def check_event(ev: TokenEvent) -> None:
+    if ev.finish_reason == "error":
+        raise APIError(500, ev.error or "the engine failed on this request", code="engine_error")
+
+
+async def collect(events: AsyncIterator[tuple[int, TokenEvent]], n_choices: int
+                  ) -> list[ChoiceResult]:
+    results = [ChoiceResult() for _ in range(n_choices)]
+    async for index, ev in events:
+        check_event(ev)
+        r = results[index]
+        r.text += ev.text
+        r.token_ids += ev.token_ids
+        r.logprobs += ev.logprobs or []
+        if ev.finished:
+            r.finish_reason, r.usage, r.stats = ev.finish_reason, ev.usage, ev.stats
+    return results

@@ -1,0 +1,96 @@
+"""POST /v1/chat/completions."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import JSONResponse, Response
+
+from localllm.async_engine import AsyncEngine
+from localllm.core import TokenEvent
+from localllm.errors import RequestError
+from localllm.server import responses as R
+from localllm.server.errors import error_body
+from localllm.server.context import ServerContext, get_context, get_engine
+from localllm.server.generation import check_event, collect, merged_events, primed
+from localllm.server.params import build_jobs, check_model, check_n
+from localllm.server.prompts import chat_prompt_ids
+from localllm.server.schemas import ChatCompletionRequest
+from localllm.server.sse import DONE, EventStreamResponse, sse_data
+
+router = APIRouter()
+
+
+def _messages(req: ChatCompletionRequest) -> list[dict[str, Any]]:
+    out = []
+    for m in req.messages:
+        msg = m.model_dump(exclude_none=True)
+        if msg["role"] == "developer":  # OpenAI's newer name for the system role
+            msg["role"] = "system"
+        out.append(msg)
+    return out
+
+
+def _logprobs_n(req: ChatCompletionRequest) -> int | None:
+    if req.top_logprobs is not None and not req.logprobs:
+        raise RequestError("top_logprobs needs logprobs=true", param="top_logprobs")
+    return (req.top_logprobs or 0) if req.logprobs else None
+
+
+@router.post("/v1/chat/completions", response_model=None)
+async def chat_completions(req: ChatCompletionRequest, ctx: ServerContext = Depends(get_context),
+                           engine: AsyncEngine = Depends(get_engine)) -> Response:
+    check_model(ctx.settings, req.model)
+    check_n(ctx.settings, req.n)
+    ids = chat_prompt_ids(engine.tokenizer, engine.chat_template, _messages(req))
+    requested = req.max_completion_tokens or req.max_tokens
+    jobs = build_jobs(req, [ids], engine.max_model_len, requested, _logprobs_n(req))
+    rid = R.new_id("chatcmpl")
+    events = merged_events(engine, jobs, False, ctx.metrics, "chat", rid)
+    model = ctx.settings.model_name
+    if req.stream:
+        include_usage = bool(req.stream_options and req.stream_options.include_usage)
+        body = _stream(await primed(events), engine, rid, model, req.n, include_usage)
+        return EventStreamResponse(body)
+    results = await collect(events, req.n)
+    out = R.envelope(rid, "chat.completion", model)
+    out["choices"] = [
+        R.chat_choice(i, r.text, r.finish_reason,
+                      R.chat_logprobs(engine.tokenizer, r.logprobs) if req.logprobs else None)
+        for i, r in enumerate(results)
+    ]
+    out["usage"] = R.usage_body([r.usage for r in results], req.n)
+    return JSONResponse(out)
+
+
+async def _stream(events: AsyncIterator[tuple[int, TokenEvent]], engine: AsyncEngine, rid: str,
+                  model: str, n: int, include_usage: bool) -> AsyncIterator[bytes]:
+    head = R.envelope(rid, "chat.completion.chunk", model)
+    if include_usage:
+        head["usage"] = None
+
+    def chunk(choice: dict[str, Any]) -> bytes:
+        return sse_data({**head, "choices": [choice]})
+
+    for i in range(n):  # role first, as OpenAI does
+        yield chunk(R.chat_chunk_choice(i, {"role": "assistant", "content": "", "refusal": None}))
+    usages: list[Any] = [None] * n
+    try:
+        async for index, ev in events:
+            check_event(ev)
+            if ev.text or ev.logprobs:
+                lps = R.chat_logprobs(engine.tokenizer, ev.logprobs) if ev.logprobs else None
+                yield chunk(R.chat_chunk_choice(index, {"content": ev.text}, None, lps))
+            if ev.finished:
+                usages[index] = ev.usage
+                yield chunk(R.chat_chunk_choice(index, {}, ev.finish_reason))
+    except Exception as e:  # noqa: BLE001 - the status line is sent: report in-band
+        yield sse_data(error_body(e))
+        yield DONE
+        return
+    if include_usage:
+        yield sse_data({**head, "choices": [], "usage": R.usage_body(usages, n)})
+    yield DONE
+

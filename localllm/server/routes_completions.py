@@ -1,0 +1,107 @@
+"""POST /v1/completions (text or token prompts, `suffix` for fill-in-the-middle, echo)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import JSONResponse, Response
+
+from localllm.async_engine import AsyncEngine
+from localllm.core import TokenEvent
+from localllm.errors import RequestError
+from localllm.server import responses as R
+from localllm.server.context import ServerContext, get_context, get_engine
+from localllm.server.errors import error_body
+from localllm.server.generation import check_event, collect, merged_events, primed
+from localllm.server.params import build_jobs, check_model, check_n
+from localllm.server.prompts import completion_prompts, fim_prompt_ids
+from localllm.server.schemas import CompletionRequest
+from localllm.server.sse import DONE, EventStreamResponse, sse_data
+
+router = APIRouter()
+MAX_CHOICES = 128  # prompts x n in one request
+
+
+def _prompts(req: CompletionRequest, engine: AsyncEngine) -> list[list[int]]:
+    if req.suffix is None:
+        return completion_prompts(engine.tokenizer, req.prompt)
+    if not isinstance(req.prompt, str):
+        raise RequestError("suffix needs a single string prompt", param="suffix")
+    return [fim_prompt_ids(engine.tokenizer, req.prompt, req.suffix)]
+
+
+def _echo_texts(req: CompletionRequest, engine: AsyncEngine, prompts: list[list[int]]) -> list[str]:
+    """The prompt text each choice starts with when echo=true."""
+    if not req.echo:
+        return [""] * len(prompts)
+    if req.logprobs is not None:
+        raise RequestError("echo with logprobs is not supported (no prompt logprobs)",
+                           param="echo")
+    if req.suffix is not None:
+        raise RequestError("echo cannot be combined with suffix", param="echo")
+    return [engine.tokenizer.decode(ids) for ids in prompts]
+
+
+@router.post("/v1/completions", response_model=None)
+async def completions(req: CompletionRequest, ctx: ServerContext = Depends(get_context),
+                      engine: AsyncEngine = Depends(get_engine)) -> Response:
+    check_model(ctx.settings, req.model)
+    check_n(ctx.settings, req.n)
+    prompts = _prompts(req, engine)
+    if len(prompts) * req.n > MAX_CHOICES:
+        raise RequestError(f"at most {MAX_CHOICES} choices (prompts x n) per request",
+                           param="prompt")
+    echo = _echo_texts(req, engine, prompts)
+    jobs = build_jobs(req, prompts, engine.max_model_len, req.max_tokens, req.logprobs)
+    rid = R.new_id("cmpl")
+    events = merged_events(engine, jobs, True, ctx.metrics, "completions", rid)
+    model, n_choices = ctx.settings.model_name, len(jobs)
+    if req.stream:
+        include_usage = bool(req.stream_options and req.stream_options.include_usage)
+        starts = [echo[i // req.n] for i in range(n_choices)]
+        body = _stream(await primed(events), rid, model, req.n, starts, include_usage)
+        return EventStreamResponse(body)
+    results = await collect(events, n_choices)
+    out = R.envelope(rid, "text_completion", model)
+    out["choices"] = [
+        R.completion_choice(i, echo[i // req.n] + r.text, r.finish_reason,
+                            R.completion_logprobs(r.logprobs) if req.logprobs is not None
+                            else None)
+        for i, r in enumerate(results)
+    ]
+    out["usage"] = R.usage_body([r.usage for r in results], req.n)
+    return JSONResponse(out)
+
+
+async def _stream(events: AsyncIterator[tuple[int, TokenEvent]], rid: str, model: str, n: int,
+                  starts: list[str], include_usage: bool) -> AsyncIterator[bytes]:
+    head = R.envelope(rid, "text_completion", model)
+    if include_usage:
+        head["usage"] = None
+
+    def chunk(choice: dict[str, Any]) -> bytes:
+        return sse_data({**head, "choices": [choice]})
+
+    for i, text in enumerate(starts):
+        if text:
+            yield chunk(R.completion_choice(i, text, None, None))
+    usages: list[Any] = [None] * len(starts)
+    offsets = [len(t) for t in starts]
+    try:
+        async for index, ev in events:
+            check_event(ev)
+            if ev.text or ev.logprobs or ev.finished:
+                lps = R.completion_logprobs(ev.logprobs, offsets[index]) if ev.logprobs else None
+                offsets[index] += sum(len(lp.token) for lp in ev.logprobs or [])
+                yield chunk(R.completion_choice(index, ev.text, ev.finish_reason, lps))
+            if ev.finished:
+                usages[index] = ev.usage
+    except Exception as e:  # noqa: BLE001 - the status line is sent: report in-band
+        yield sse_data(error_body(e))
+        yield DONE
+        return
+    if include_usage:
+        yield sse_data({**head, "choices": [], "usage": R.usage_body(usages, n)})
+    yield DONE
