@@ -8,7 +8,7 @@ import pytest
 
 openai = pytest.importorskip("openai")
 
-from conftest import testdata_path  # noqa: E402
+from conftest import testdata_path as data_path  # noqa: E402
 
 from localllm.formats.gguf import GGUFFile  # noqa: E402
 from localllm.server.background import model_server, wait_ready  # noqa: E402
@@ -20,7 +20,7 @@ STORY = "Once upon a time"
 
 @pytest.fixture(scope="module")
 def server(request: pytest.FixtureRequest):
-    path = testdata_path("models", "stories260K.gguf")
+    path = data_path("models", "stories260K.gguf")
     srv = model_server(path, api_key=KEY, device="cpu", max_model_len=256)
     wait_ready(srv)
     yield srv
@@ -34,7 +34,7 @@ def client(server):
 
 @pytest.fixture(scope="module")
 def tokenizer(server):
-    return Tokenizer.from_gguf(GGUFFile(testdata_path("models", "stories260K.gguf")).metadata)
+    return Tokenizer.from_gguf(GGUFFile(data_path("models", "stories260K.gguf")).metadata)
 
 
 def test_models_list(client):
@@ -44,7 +44,7 @@ def test_models_list(client):
 
 
 def test_completion_matches_golden(client, tokenizer):
-    golden = json.loads(testdata_path("golden", "stories260K_greedy.json").read_text())
+    golden = json.loads(data_path("golden", "stories260K_greedy.json").read_text())
     r = client.completions.create(model="stories260K", prompt=golden["prompt_tokens"],
                                   max_tokens=24, temperature=0)
     want = tokenizer.decode(golden["greedy_tokens"][:24], continuation=True)

@@ -61,6 +61,6 @@ def create_app(settings: ServerSettings, load_engine: Callable[[], AsyncEngine],
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
                            allow_methods=["*"], allow_headers=["*"])
-    paths = frozenset(getattr(r, "path", "") for r in app.routes)
+    paths = frozenset(getattr(r, "path", "") for m in ROUTERS for r in m.router.routes)
     app.add_middleware(RequestCountMiddleware, metrics=ctx.metrics, routes=paths)
     return app
