@@ -9,12 +9,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from textual.app import App, ComposeResult
-from textual.binding import Binding
-from textual.containers import VerticalScroll
-from textual.widgets import Footer, Header, Static
-
-from localllm.errors import LocalLLMError
 from localllm.tui.actions import ChatActions
 from localllm.tui.backend import Backend, ChatSettings, LocalBackend
 from localllm.tui.discovery import FoundModel, discover
@@ -25,6 +19,12 @@ from localllm.tui.serve import make_server
 from localllm.tui.status import StatusInfo, format_status
 from localllm.tui.store import Conversation, Message, Store, default_db_path
 from localllm.tui.widgets import ChatInput, MessageView, Notice
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.widgets import Footer, Header, Static
+
+from localllm.errors import LocalLLMError
 
 if TYPE_CHECKING:
     from localllm.config import EngineConfig
@@ -55,7 +55,8 @@ class ChatApp(ChatActions, App[None]):
     TITLE = "localllm chat"
     ENABLE_COMMAND_PALETTE = False
     BINDINGS = [
-        Binding(k.keys, k.action, k.description, show=k.show, priority=k.keys in _PRIORITY)
+        Binding(k.keys, k.action, k.footer or k.description, show=bool(k.footer),
+                priority=k.keys in _PRIORITY)
         for k in MAIN_KEYS
         if k.keys
     ]

@@ -5,9 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from markdown_it import MarkdownIt
-
 from localllm.tui.store import Conversation
+from markdown_it import MarkdownIt
 
 ROLE_TITLES = {"system": "System", "user": "User", "assistant": "Assistant"}
 

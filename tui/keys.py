@@ -12,25 +12,27 @@ class Key:
     label: str  # how the help screen and the docs write it
     action: str  # the ChatApp action ("" for widget keys)
     description: str
-    show: bool = False  # shown in the footer
+    footer: str = ""  # short label: shown in the footer when set
 
 
 MAIN_KEYS: tuple[Key, ...] = (
     Key("", "Enter", "", "send the message"),
     Key("", "Ctrl+J / Shift+Enter", "", "insert a newline in the message"),
-    Key("escape", "Esc", "stop", "stop the answer at once (or cancel editing)", True),
-    Key("ctrl+r", "Ctrl+R", "regenerate", "regenerate the last answer", True),
+    Key("escape", "Esc", "stop", "stop the answer at once (or cancel editing)", "stop"),
+    Key("ctrl+r", "Ctrl+R", "regenerate", "regenerate the last answer", "regenerate"),
     Key("ctrl+e", "Ctrl+E", "edit_last", "edit the last message, Enter resends it"),
     Key("ctrl+t", "Ctrl+T", "copy_answer", "copy the last answer to the clipboard"),
     Key("ctrl+b", "Ctrl+B", "copy_code", "copy a code block of the last answer (repeat: previous)"),
-    Key("ctrl+s,f2", "Ctrl+S / F2", "settings", "settings: system prompt, temperature, top-p, max tokens", True),
-    Key("ctrl+o,f3", "Ctrl+O / F3", "conversations", "conversations: open, rename, delete, export", True),
-    Key("ctrl+n", "Ctrl+N", "new_conversation", "start a new conversation", True),
+    Key("ctrl+s,f2", "Ctrl+S / F2", "settings",
+        "settings: system prompt, temperature, top-p, max tokens", "settings"),
+    Key("ctrl+o,f3", "Ctrl+O / F3", "conversations",
+        "conversations: open, rename, delete, export", "chats"),
+    Key("ctrl+n", "Ctrl+N", "new_conversation", "start a new conversation", "new"),
     Key("f5", "F5", "export", "export this conversation to Markdown"),
     Key("pageup", "PageUp", "scroll_chat(-1)", "scroll the conversation up"),
     Key("pagedown", "PageDown", "scroll_chat(1)", "scroll the conversation down"),
-    Key("f1", "F1", "help", "this help", True),
-    Key("ctrl+q", "Ctrl+Q", "quit", "quit", True),
+    Key("f1", "F1", "help", "this help", "help"),
+    Key("ctrl+q", "Ctrl+Q", "quit", "quit", "quit"),
 )
 
 CONVERSATION_KEYS: tuple[Key, ...] = (

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from localllm.tui.backend import ChatSettings
+from localllm.tui.discovery import HOW_TO_GET_A_MODEL, FoundModel, format_size
+from localllm.tui.keys import PICKER_KEYS, SETTINGS_KEYS, Key, help_markdown
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -11,13 +14,11 @@ from textual.widgets import Input, Label, Markdown, OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 
 from localllm.errors import LocalLLMError
-from localllm.tui.backend import ChatSettings
-from localllm.tui.discovery import HOW_TO_GET_A_MODEL, FoundModel, format_size
-from localllm.tui.keys import PICKER_KEYS, SETTINGS_KEYS, Key, help_markdown
 
 
 def bindings(keys: tuple[Key, ...]) -> list[Binding]:
-    return [Binding(k.keys, k.action, k.description, show=k.show) for k in keys if k.keys and k.action]
+    return [Binding(k.keys, k.action, k.footer or k.description, show=bool(k.footer))
+            for k in keys if k.keys and k.action]
 
 
 class HelpScreen(ModalScreen[None]):
