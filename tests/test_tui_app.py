@@ -319,12 +319,32 @@ async def test_dead_url_shows_error(tmp_path):
         assert "Traceback" not in msg
 
 
-async def test_serve_without_server_package_is_explained(tmp_path, stories_path, monkeypatch):
-    import localllm.tui.serve as serve
+async def test_serve_shares_the_engine(tmp_path, stories_path):
+    import httpx
 
-    monkeypatch.setattr(serve, "find_app_factory", lambda module="localllm.server": None)
-    app = ChatApp(options(tmp_path, model=str(stories_path), serve=True, port=_free_port()))
+    app = ChatApp(options(tmp_path, model=str(stories_path), serve=True, port=0))
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: notices(app))
-        assert "Not serving" in notices(app)[0]
-        assert app.info.state == "ready"
+        await wait_for(pilot, lambda: app.server is not None and app.server.started)
+        async with httpx.AsyncClient(base_url=app.serving_url, timeout=30) as client:
+            models = (await client.get("/models")).json()
+            assert models["data"][0]["id"] == "stories260K.gguf"
+            body = {"model": "stories260K.gguf", "max_tokens": 24, "temperature": 0,
+                    "messages": [{"role": "user", "content": "Tell me a story about a cat"}]}
+            resp = (await client.post("/chat/completions", json=body)).json()
+        await send(pilot, app, "Tell me a story about a cat")
+        # one engine: the chat's answer equals the API's, and the API's prompt was cached
+        assert views(app)[1][1] == resp["choices"][0]["message"]["content"]
+        assert app.info.last.cached_tokens > 0
+
+
+async def test_serve_on_a_busy_port_is_explained(tmp_path, stories_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        app = ChatApp(options(tmp_path, model=str(stories_path), serve=True, port=port))
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: notices(app))
+            assert f"Not serving: cannot listen on 127.0.0.1:{port}" in notices(app)[0]
+            await send(pilot, app, "Hi")  # the chat itself still works
+            assert views(app)[1][1]

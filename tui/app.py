@@ -4,6 +4,7 @@ conversations in store.py, the reply loop and key actions in actions.py."""
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,6 +71,7 @@ class ChatApp(ChatActions, App[None]):
         self.settings = options.settings or ChatSettings()
         self.info = StatusInfo()
         self.server: Any = None  # uvicorn.Server with --serve
+        self.serving_url: str | None = None
         self.init_actions()
 
     def compose(self) -> ComposeResult:
@@ -151,20 +153,21 @@ class ChatApp(ChatActions, App[None]):
 
     def _start_server(self, backend: LocalBackend) -> None:
         try:
-            self.server = make_server(backend.engine, self.options.host, self.options.port)
+            self.server, sock = make_server(backend.engine, backend.model_name,
+                                            self.options.host, self.options.port)
         except LocalLLMError as e:
             self.run_worker(self.fail(f"Not serving: {e}", state="ready"))
             return
-        self.run_worker(self._serve(), group="server", exit_on_error=False)
+        self.run_worker(self._serve(sock), group="server", exit_on_error=False)
 
-    async def _serve(self) -> None:
-        where = f"http://{self.options.host}:{self.options.port}/v1"
-        self.notify(f"Serving the OpenAI API at {where}")
+    async def _serve(self, sock: socket.socket) -> None:
+        host, port = sock.getsockname()[:2]
+        self.serving_url = f"http://{host}:{port}/v1"
+        self.notify(f"Serving the OpenAI API at {self.serving_url}")
         try:
-            await self.server.serve()
-        except (SystemExit, OSError) as e:  # uvicorn exits when it cannot bind the port
-            await self.fail(f"The HTTP server at {where} stopped: {e or 'could not start'}",
-                            state="ready")
+            await self.server.serve(sockets=[sock])
+        except (SystemExit, OSError) as e:
+            await self.fail(f"The HTTP server at {self.serving_url} stopped: {e}", state="ready")
 
     async def fail(self, text: str, state: str = "error") -> None:
         """A readable error in the chat and the status line (never a traceback)."""

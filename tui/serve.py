@@ -2,41 +2,34 @@
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
+import socket
 from typing import Any
 
 from localllm.errors import LocalLLMError
 
-# names under which localllm.server may export "AsyncEngine -> ASGI app"
-FACTORY_NAMES = ("create_app", "build_app", "make_app", "app_factory")
 
+def make_server(engine: Any, model_name: str, host: str, port: int) -> tuple[Any, socket.socket]:
+    """A uvicorn.Server over localllm.server's app for this engine, and its bound socket.
 
-def find_app_factory(module: str = "localllm.server") -> Callable[..., Any] | None:
+    Run it with `await server.serve(sockets=[sock])`. The port is bound here, first, so that
+    a busy port is one readable error before anything starts. (The app's lifespan shuts the
+    engine down when the server stops, which happens only when the chat quits.)
+    """
     try:
-        mod = importlib.import_module(module)
-    except ModuleNotFoundError as e:
-        if e.name and module.startswith(e.name):
-            return None
-        raise
-    for name in FACTORY_NAMES:
-        fn = getattr(mod, name, None)
-        if callable(fn):
-            return fn
-    return None
-
-
-def make_server(engine: Any, host: str, port: int) -> Any:
-    """A uvicorn.Server for the engine (run it with `await server.serve()` as a task)."""
-    factory = find_app_factory()
-    if factory is None:
-        raise LocalLLMError(
-            "--serve needs the HTTP server (localllm.server with an app factory), "
-            "which this installation does not have"
-        )
+        from localllm.server import ServerSettings, create_app
+    except ImportError as e:
+        raise LocalLLMError(f"--serve needs the HTTP server (localllm.server): {e}") from None
     import uvicorn
 
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise LocalLLMError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+    app = create_app(ServerSettings(model_name=model_name), lambda: engine)
     # log_config=None: uvicorn must not print into the terminal the chat is drawing on
-    config = uvicorn.Config(factory(engine), host=host, port=port, log_config=None,
-                            access_log=False, log_level="warning")
-    return uvicorn.Server(config)
+    config = uvicorn.Config(app, log_config=None, access_log=False, log_level="warning",
+                            lifespan="on")
+    return uvicorn.Server(config), sock
