@@ -348,3 +348,20 @@ async def test_serve_on_a_busy_port_is_explained(tmp_path, stories_path):
             assert f"Not serving: cannot listen on 127.0.0.1:{port}" in notices(app)[0]
             await send(pilot, app, "Hi")  # the chat itself still works
             assert views(app)[1][1]
+
+
+async def test_url_mode_chats_with_a_server(tmp_path, stories_path):
+    from localllm.server.background import model_server
+
+    server = model_server(stories_path, device="cpu", num_kv_blocks=128)
+    try:
+        app = ChatApp(options(tmp_path, url=server.url))
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: app.backend is not None, timeout=30)
+            assert app.info.model == "stories260K"
+            await send(pilot, app, "Tell me a story about a cat")
+            (_, q), (role, answer) = views(app)
+            assert role == "assistant" and answer and not notices(app)
+            assert app.info.last.completion_tokens > 0 and app.info.last.tokens_per_s
+    finally:
+        server.stop()

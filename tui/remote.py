@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -44,12 +45,24 @@ class RemoteBackend:
         self.model_name = model or ""
         self.context_size: int | None = None  # filled from /v1/models when the server says
 
-    async def connect(self) -> None:
+    async def _list_models(self, load_wait: float) -> Any:
+        """GET /v1/models; a 503 (the server is still loading its model) is retried."""
+        import openai
+
+        deadline = time.monotonic() + load_wait
+        while True:
+            try:
+                return await self.client.models.list()
+            except openai.APIStatusError as e:
+                if e.status_code != 503 or time.monotonic() > deadline:
+                    raise BackendError(_explain(self.url, e)) from None
+            except Exception as e:  # noqa: BLE001 - any failure is shown as one line
+                raise BackendError(_explain(self.url, e)) from None
+            await asyncio.sleep(0.5)
+
+    async def connect(self, load_wait: float = 120.0) -> None:
         """List the server's models; pick the first unless one was named. Raises BackendError."""
-        try:
-            page = await self.client.models.list()
-        except Exception as e:  # noqa: BLE001 - any failure is shown to the user as one line
-            raise BackendError(_explain(self.url, e)) from None
+        page = await self._list_models(load_wait)
         models = list(page.data)
         if not models and not self.model_name:
             raise BackendError(f"the server at {self.url} lists no models")
