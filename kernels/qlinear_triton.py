@@ -1,11 +1,12 @@
 """Triton quantized linear: fused dequant GEMV / skinny GEMM for decode, GEMM for prefill.
 
-One kernel, three modes (see `qlinear_legacy_triton`):
+One kernel, three modes (see `qlinear_core_triton`):
 - T == 1: MODE_VEC, a CUDA-core GEMV; each program owns BN output rows and streams their
-  packed bytes once (split-K over SPLIT programs with fp32 atomics only when N is small).
+  packed words once with 16-byte loads, NG groups of 32 elements per step, scales applied
+  once per group; split-K over programs with fp32 atomics only when N is small.
 - 1 < T <= 16: MODE_DOT with BM = 16, every dequantized tile is reused by all T rows.
-- T > 16 (prefill): MODE_DOT with large tiles, or dequantize into an fp16 workspace with
-  MODE_STORE and let cuBLAS multiply (which one per format: `_PREFILL_CUBLAS`).
+- T > 16 (prefill): dequantize into an fp16 workspace with MODE_STORE and let cuBLAS
+  multiply (the fused GEMM remains selectable through `QLinearConfig`).
 The launch is CUDA-graph capturable: configs depend on shapes only, no host syncs.
 """
 
@@ -18,85 +19,113 @@ import torch
 import triton
 import triton.language as tl
 from localllm.kernels.qlinear import QuantWeight
-from localllm.kernels.qlinear_kquants_triton import _tile_q4_k, _tile_q5_k, _tile_q6_k
-from localllm.kernels.qlinear_legacy_triton import (
-    MODE_DOT,
-    MODE_STORE,
-    MODE_VEC,
-    _tile_q4_0,
-    _tile_q8_0,
-)
+from localllm.kernels.qlinear_core_triton import MODE_DOT, MODE_STORE, MODE_VEC, _consume
+from localllm.kernels.qlinear_kquants_triton import _load_q4_k, _load_q5_k, _load_q6_k
+from localllm.kernels.qlinear_legacy_triton import _load_q4_0, _load_q8_0
 from localllm.kernels.registry import register
 
-# fmt -> (kernel FMT code, plane names in kernel argument order, smallest TILE)
-_FORMATS: dict[str, tuple[int, tuple[str, ...], int]] = {
-    "q8_0": (0, ("qs", "d"), 32),
-    "q4_0": (1, ("qs", "d"), 32),
-    "q4_k": (2, ("qs", "sc", "dm"), 256),
-    "q5_k": (3, ("qs", "sc", "dm", "qh"), 256),
-    "q6_k": (4, ("ql", "qh", "sc", "d"), 256),
+
+@dataclass(frozen=True)
+class QFormat:
+    code: int  # FMT constexpr of the kernel
+    planes: tuple[str, ...]  # plane names in kernel argument order
+    words: int  # W: int32 words per group
+    fields: int  # F: quants per word; a group is W * F elements
+    qbits: int  # bits per decoded field: v = 1 + u / 2^qbits
+    qc: float  # q = 2^qbits * v - qc (2^qbits + the zero point)
+    has_min: bool
+    min_k: int  # K must be a multiple of this
+
+
+_FORMATS: dict[str, QFormat] = {
+    "q8_0": QFormat(0, ("qs", "d"), 4, 4, 8, 384.0, False, 32),
+    "q4_0": QFormat(1, ("qs", "d"), 4, 8, 4, 24.0, False, 32),
+    "q4_k": QFormat(2, ("qs", "sm", "d", "dmin"), 4, 8, 4, 16.0, True, 256),
+    "q5_k": QFormat(3, ("qs", "sm", "d", "dmin", "qh"), 4, 8, 5, 32.0, True, 256),
+    "q6_k": QFormat(4, ("ql", "qh", "sc", "d"), 4, 8, 6, 96.0, False, 256),
 }
 
 
 @triton.jit
+def _tile(acc, FMT: tl.constexpr, p0, p1, p2, p3, p4, rows, g0, g_hi, G,
+          xb, stride_xm, offs_m, mask_m, wo, mask_n,
+          MODE: tl.constexpr, BN: tl.constexpr, NG: tl.constexpr, W: tl.constexpr,
+          F: tl.constexpr, QB: tl.constexpr, QC: tl.constexpr, HAS_MIN: tl.constexpr,
+          MASKED: tl.constexpr):  # fmt: skip
+    """Load groups [g0, g0 + NG) of the rows and consume them (host dispatch: _FORMATS)."""
+    g = g0 + tl.arange(0, NG)  # [NG]
+    gmask = g < g_hi
+    if FMT == 0:
+        words, extra, s0, m0, s1, m1 = _load_q8_0(p0, p1, p2, p3, p4, rows, g, gmask, G, MASKED)
+    elif FMT == 1:
+        words, extra, s0, m0, s1, m1 = _load_q4_0(p0, p1, p2, p3, p4, rows, g, gmask, G, MASKED)
+    elif FMT == 2:
+        words, extra, s0, m0, s1, m1 = _load_q4_k(p0, p1, p2, p3, p4, rows, g, gmask, G, MASKED)
+    elif FMT == 3:
+        words, extra, s0, m0, s1, m1 = _load_q5_k(p0, p1, p2, p3, p4, rows, g, gmask, G, MASKED)
+    else:
+        words, extra, s0, m0, s1, m1 = _load_q6_k(p0, p1, p2, p3, p4, rows, g, gmask, G, MASKED)
+    return _consume(acc, FMT, words, extra, s0, m0, s1, m1, g, g_hi, xb, stride_xm, offs_m,
+                    mask_m, wo, mask_n, MODE, BN, NG, W, F, QB, QC, HAS_MIN, MASKED)  # fmt: skip
+
+
+@triton.jit
 def _qlinear_kernel(
-    x_ptr, out_ptr, bias_ptr, p0, p1, p2, p3,
-    T, N, K, stride_xm, stride_om, split,
+    x_ptr, out_ptr, bias_ptr, p0, p1, p2, p3, p4,
+    T, N, G, stride_xm, stride_om, per_split,
     FMT: tl.constexpr, MODE: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-    TILE: tl.constexpr, ATOMIC: tl.constexpr, HAS_BIAS: tl.constexpr,
+    NG: tl.constexpr, W: tl.constexpr, F: tl.constexpr, QB: tl.constexpr, QC: tl.constexpr,
+    HAS_MIN: tl.constexpr, ATOMIC: tl.constexpr, HAS_BIAS: tl.constexpr,
 ):  # fmt: skip
-    """out [T, N] = x [T, K] @ W^T (+ bias); MODE_STORE: out [N, K] = W (grid axis 2 = K tiles)."""
+    """out [T, N] = x [T, K] @ W^T (+ bias), K = W F G; program (n, m, k) owns rows
+    [n BN, n BN + BN), x rows [m BM, m BM + BM) and groups [k per_split, (k + 1) per_split).
+    MODE_STORE: out [N, K] = W."""
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     pid_k = tl.program_id(2)
     offs_n = pid_n * BN + tl.arange(0, BN)  # [BN]
     mask_n = offs_n < N
-    rows = (offs_n % N).to(tl.int64)  # clamped: weight loads need no mask
+    rows = (offs_n % N).to(tl.int64)  # clamped: unmasked weight loads
     offs_m = tl.arange(0, BM)  # [BM] relative to the block's first row
     mask_m = pid_m * BM + offs_m < T
     xb = x_ptr + (pid_m * BM).to(tl.int64) * stride_xm
-    wo = out_ptr + rows * K  # [BN] workspace rows (MODE_STORE)
-    acc = tl.zeros([BM, BN], dtype=tl.float32)
-    n_tiles = K // TILE
-    per = tl.cdiv(n_tiles, split)
-    t0 = pid_k * per
-    t1 = tl.minimum(t0 + per, n_tiles)
-    for t in range(t0, t1):
-        kt = t * TILE
-        # Triton needs compile-time branches; the host side dispatches through _FORMATS
-        if FMT == 0:
-            acc = _tile_q8_0(acc, p0, p1, p2, p3, rows, kt, K, xb, stride_xm, offs_m, mask_m,
-                             wo, mask_n, BN, TILE, MODE)  # fmt: skip
-        elif FMT == 1:
-            acc = _tile_q4_0(acc, p0, p1, p2, p3, rows, kt, K, xb, stride_xm, offs_m, mask_m,
-                             wo, mask_n, BN, TILE, MODE)  # fmt: skip
-        elif FMT == 2:
-            acc = _tile_q4_k(acc, p0, p1, p2, p3, rows, kt, K, xb, stride_xm, offs_m, mask_m,
-                             wo, mask_n, BN, TILE, MODE)  # fmt: skip
-        elif FMT == 3:
-            acc = _tile_q5_k(acc, p0, p1, p2, p3, rows, kt, K, xb, stride_xm, offs_m, mask_m,
-                             wo, mask_n, BN, TILE, MODE)  # fmt: skip
-        else:
-            acc = _tile_q6_k(acc, p0, p1, p2, p3, rows, kt, K, xb, stride_xm, offs_m, mask_m,
-                             wo, mask_n, BN, TILE, MODE)  # fmt: skip
+    wo = out_ptr + rows * (G * W * F)  # [BN] workspace rows (MODE_STORE)
+    if MODE == 0:
+        acc = tl.zeros([BN, NG], dtype=tl.float32)  # per-group partials, summed at the end
+    else:
+        acc = tl.zeros([BM, BN], dtype=tl.float32)
+    g_lo = pid_k * per_split
+    g_hi = tl.minimum(g_lo + per_split, G)
+    n_full = tl.maximum(g_hi - g_lo, 0) // NG
+    for i in range(n_full):
+        acc = _tile(acc, FMT, p0, p1, p2, p3, p4, rows, g_lo + i * NG, g_hi, G, xb, stride_xm,
+                    offs_m, mask_m, wo, mask_n, MODE, BN, NG, W, F, QB, QC, HAS_MIN, False)  # fmt: skip
+    if g_lo + n_full * NG < g_hi:  # K tail
+        acc = _tile(acc, FMT, p0, p1, p2, p3, p4, rows, g_lo + n_full * NG, g_hi, G, xb,
+                    stride_xm, offs_m, mask_m, wo, mask_n, MODE, BN, NG, W, F, QB, QC, HAS_MIN,
+                    True)  # fmt: skip
     if MODE != 2:
+        if MODE == 0:
+            res = tl.sum(acc, axis=1)[None, :]  # [1, BN]
+        else:
+            res = acc  # [BM, BN]
         if HAS_BIAS:
             b = tl.load(bias_ptr + offs_n, mask=mask_n, other=0.0).to(tl.float32)
-            acc += tl.where(pid_k == 0, b, 0.0)[None, :]
+            res += tl.where(pid_k == 0, b, 0.0)[None, :]
         optrs = out_ptr + (pid_m * BM + offs_m)[:, None] * stride_om + offs_n[None, :]
         omask = mask_m[:, None] & mask_n[None, :]
         if ATOMIC:  # split-K: partial sums into zeroed fp32
-            tl.atomic_add(optrs, acc, mask=omask)
+            tl.atomic_add(optrs, res, mask=omask)
         else:
-            tl.store(optrs, acc.to(out_ptr.dtype.element_ty), mask=omask)
+            tl.store(optrs, res.to(out_ptr.dtype.element_ty), mask=omask)
 
 
 @dataclass(frozen=True)
 class QLinearConfig:
     mode: int  # MODE_VEC | MODE_DOT | MODE_STORE (prefill: dequantize, then cuBLAS)
-    bm: int
-    bn: int
-    tile: int  # K elements per loop step (a multiple of the format's block)
+    bm: int  # x rows per program (1 for MODE_VEC)
+    bn: int  # weight rows per program
+    tile: int  # K elements per loop step: NG groups (a power of 2 >= 32)
     split: int = 1  # programs along K (fp32 atomics when > 1)
     warps: int = 4
     stages: int = 2
@@ -109,36 +138,49 @@ def _num_sms(device: torch.device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
-def _fit_tile(tile: int, k: int, min_tile: int) -> int:
-    """Largest power-of-2 multiple of min_tile <= tile that divides k."""
-    while tile > min_tile and k % tile:
-        tile //= 2
-    if k % tile:
-        raise ValueError(f"K={k} is not a multiple of the block size {min_tile}")
-    return tile
+def _fit_tile(tile: int, k: int) -> int:
+    """The K step: `tile`, or the next power of 2 >= K when K is smaller."""
+    return min(tile, triton.next_power_of_2(k))
 
 
-# formats whose prefill runs as dequantize-to-fp16 + cuBLAS instead of the fused GEMM
-_PREFILL_CUBLAS: frozenset[str] = frozenset({"q8_0", "q4_0", "q4_k", "q5_k", "q6_k"})
+def _with_split(cfg: QLinearConfig, n: int, k: int, device: torch.device) -> QLinearConfig:
+    """Split K over programs when the rows alone give fewer than ~2 programs per SM."""
+    ctas, target = triton.cdiv(n, cfg.bn), 4 * _num_sms(device)
+    if ctas >= target // 2:
+        return cfg
+    split = min(triton.cdiv(k, cfg.tile), triton.cdiv(target, ctas))
+    return QLinearConfig(cfg.mode, cfg.bm, cfg.bn, cfg.tile, split, cfg.warps, cfg.stages)
+
+
+def group_size(fmt: str) -> int:
+    """Elements per group of a format's packed layout (the unit of `QLinearConfig.tile`)."""
+    return _FORMATS[fmt].words * _FORMATS[fmt].fields
+
+
+# T == 1: (rows per program, warps) per format; each thread holds one group of every row per
+# step (tile = 32 * warps groups), so more rows per program reuse more of x per load
+_VEC_TABLE: dict[str, tuple[int, int]] = {
+    "q8_0": (8, 4),
+    "q4_0": (8, 4),
+    "q4_k": (8, 4),
+    "q5_k": (8, 4),
+    "q6_k": (4, 4),
+}
 
 
 def pick_config(fmt: str, n: int, k: int, t: int, device: torch.device) -> QLinearConfig:
     """Heuristic table keyed by (fmt, N, K, T bucket); no autotuning at engine start."""
-    min_tile = _FORMATS[fmt][2]
-    if t > 16:
-        if fmt in _PREFILL_CUBLAS:
-            return QLinearConfig(MODE_STORE, 1, 32, _fit_tile(256, k, min_tile), warps=4)
-        # the fused GEMM reached ~35 TFLOP/s on an H200 vs ~450 for dequant + cuBLAS
-        return QLinearConfig(MODE_DOT, 64, 128, _fit_tile(256, k, min_tile), warps=8, stages=3)
-    # from an H200 sweep (scripts/bench_qlinear.py --sweep); the differences are within ~15%
-    if t == 1:  # 4 rows x 1024-element K steps, 2 warps
-        mode, bm, bn, tile, warps = MODE_VEC, 1, 4, _fit_tile(1024, k, min_tile), 2
+    if fmt not in _FORMATS:
+        raise ValueError(f"qlinear: no Triton kernel for format {fmt!r}")
+    if t > 16:  # dequantize to fp16 + cuBLAS: ~450 TFLOP/s vs ~35 for a fused GEMM
+        return QLinearConfig(MODE_STORE, 1, 32, _fit_tile(256, k), warps=4)
+    if t == 1:
+        bn, warps = _VEC_TABLE[fmt]
+        tile = _fit_tile(32 * warps * group_size(fmt), k)
+        cfg = QLinearConfig(MODE_VEC, 1, bn, tile, warps=warps, stages=1)
     else:
-        mode, bm, bn, tile, warps = MODE_DOT, 16, 128, _fit_tile(256, k, min_tile), 4
-    ctas = triton.cdiv(n, bn)
-    target = 4 * _num_sms(device)
-    split = 1 if ctas >= target // 2 else min(k // tile, triton.cdiv(target, ctas))
-    return QLinearConfig(mode, bm, bn, tile, split=split, warps=warps)
+        cfg = QLinearConfig(MODE_DOT, 16, 32, _fit_tile(256, k), warps=4, stages=2)
+    return _with_split(cfg, n, k, device)
 
 
 def _check(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None) -> None:
@@ -146,6 +188,8 @@ def _check(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None) -> None:
         raise ValueError(f"qlinear: x must be [T, {w.k}], got {tuple(x.shape)}")
     if x.stride(1) != 1:
         raise ValueError("qlinear: x must be contiguous along K")
+    if w.k % _FORMATS[w.fmt].min_k:
+        raise ValueError(f"qlinear: K={w.k} is not a multiple of {_FORMATS[w.fmt].min_k}")
     if bias is not None and (bias.shape != (w.n,) or not bias.is_contiguous()):
         raise ValueError(f"qlinear: bias must be a contiguous [{w.n}] vector")
     for name, t in w.tensors.items():
@@ -153,19 +197,33 @@ def _check(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None) -> None:
             raise ValueError(f"qlinear: plane {name!r} must be contiguous on {x.device}")
 
 
+def _launch(
+    x: torch.Tensor, out: torch.Tensor, bias: torch.Tensor | None, w: QuantWeight,
+    cfg: QLinearConfig, t: int,
+) -> None:  # fmt: skip
+    """One kernel launch; x [t, K] (ignored by MODE_STORE), out [t, N] or [N, K]."""
+    f = _FORMATS[w.fmt]
+    planes = [w.tensors[p] for p in f.planes]
+    planes += [planes[0]] * (5 - len(planes))
+    group = f.words * f.fields  # elements per group
+    groups, ng = w.k // group, cfg.tile // group
+    per_split = triton.cdiv(triton.cdiv(groups, ng), cfg.split) * ng
+    grid = (triton.cdiv(w.n, cfg.bn), triton.cdiv(t, cfg.bm), cfg.split)
+    _qlinear_kernel[grid](
+        x, out, bias if bias is not None else out, *planes,
+        t, w.n, groups, x.stride(0), out.stride(0), per_split,
+        FMT=f.code, MODE=cfg.mode, BM=cfg.bm, BN=cfg.bn, NG=ng, W=f.words, F=f.fields,
+        QB=float(1 << f.qbits), QC=f.qc, HAS_MIN=f.has_min, ATOMIC=cfg.split > 1,
+        HAS_BIAS=bias is not None, num_warps=cfg.warps, num_stages=cfg.stages,
+    )  # fmt: skip
+
+
 def dequantize_triton(w: QuantWeight, dtype: torch.dtype = torch.float16) -> torch.Tensor:
     """Dense [N, K] copy of a packed weight, built tile by tile on the device."""
-    code, names, min_tile = _FORMATS[w.fmt]
-    planes = [w.tensors[p] for p in names]
-    planes += [planes[0]] * (4 - len(planes))
-    out = torch.empty((w.n, w.k), device=planes[0].device, dtype=dtype)  # [N, K]
-    tile = _fit_tile(256, w.k, min_tile)
-    grid = (triton.cdiv(w.n, 32), 1, w.k // tile)
-    _qlinear_kernel[grid](
-        out, out, out, *planes, 1, w.n, w.k, 0, 0, w.k // tile,
-        FMT=code, MODE=MODE_STORE, BM=1, BN=32, TILE=tile, ATOMIC=False, HAS_BIAS=False,
-        num_warps=4,
-    )  # fmt: skip
+    out = torch.empty((w.n, w.k), device=w.tensors["d"].device, dtype=dtype)  # [N, K]
+    tile = _fit_tile(256, w.k)
+    cfg = QLinearConfig(MODE_STORE, 1, 32, tile, split=triton.cdiv(w.k, tile), warps=4)
+    _launch(out, out, None, w, cfg, 1)
     return out
 
 
@@ -179,19 +237,10 @@ def qlinear_launch(
         wd = dequantize_triton(w, x.dtype)  # [N, K] workspace, back to the caching allocator
         b = bias.to(x.dtype) if bias is not None else None
         return torch.nn.functional.linear(x, wd, b)
-    code, names, _ = _FORMATS[w.fmt]
-    planes = [w.tensors[p] for p in names]
-    planes += [planes[0]] * (4 - len(planes))
     dtype = x.dtype if cfg.split == 1 else torch.float32
     alloc = torch.empty if cfg.split == 1 else torch.zeros
     out = alloc((t, w.n), device=x.device, dtype=dtype)  # [T, N]
-    grid = (triton.cdiv(w.n, cfg.bn), triton.cdiv(t, cfg.bm), cfg.split)
-    _qlinear_kernel[grid](
-        x, out, bias if bias is not None else out, *planes,
-        t, w.n, w.k, x.stride(0), out.stride(0), cfg.split,
-        FMT=code, MODE=cfg.mode, BM=cfg.bm, BN=cfg.bn, TILE=cfg.tile, ATOMIC=cfg.split > 1,
-        HAS_BIAS=bias is not None, num_warps=cfg.warps, num_stages=cfg.stages,
-    )  # fmt: skip
+    _launch(x, out, bias, w, cfg, t)
     return out if cfg.split == 1 else out.to(x.dtype)
 
 

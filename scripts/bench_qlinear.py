@@ -2,8 +2,9 @@
 
 T=1 prints GB/s (packed weight + x + out bytes) and % of the 4.1 TB/s measured copy rate;
 T=16 the same; T=512 prints TFLOP/s next to cuBLAS on an fp16 copy of the weight.
-`--sweep` also times a few alternative configs per point (to refine the heuristic table).
-Usage: python3 scripts/bench_qlinear.py [--fmts q4_k,q6_k] [--sweep] [--budget 200]
+`--sweep FMTS` also times a few alternative configs per point (to refine the heuristic table).
+Usage: python3 scripts/bench_qlinear.py [--fmts q4_k,q6_k] [--sweep q4_k] [--ts 1,16]
+       [--budget 200]
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from localllm.kernels.qlinear_triton import (
     MODE_STORE,
     MODE_VEC,
     QLinearConfig,
+    group_size,
     pick_config,
     qlinear_launch,
 )
@@ -30,12 +32,15 @@ from triton.testing import do_bench
 
 PEAK_BW = 4.1e12  # H200 device-to-device copy, bytes/s (ANCHORS.md)
 QTYPES = {"q4_k": "Q4_K", "q6_k": "Q6_K", "q4_0": "Q4_0", "q8_0": "Q8_0", "q5_k": "Q5_K"}
-SHAPES = [(4096, 4096), (6144, 4096), (28672, 4096), (4096, 14336)]
+SHAPES = [(4096, 4096), (6144, 4096), (28672, 4096), (4096, 14336), (4096, 11008)]
 LM_HEAD = (128256, 4096)  # Q6_K only, as in Q4_K_M files
+# (mode, bm, bn, groups per step, warps); MODE_VEC steps are 32 * warps groups unless given
 SWEEP = {
-    1: [(MODE_VEC, 1, 4, 1024, 2), (MODE_VEC, 1, 8, 512, 4), (MODE_VEC, 1, 8, 2048, 4),
-        (MODE_VEC, 1, 16, 1024, 4), (MODE_VEC, 1, 16, 2048, 8), (MODE_VEC, 1, 4, 2048, 4)],
-    16: [(MODE_DOT, 16, 128, 256, 4), (MODE_DOT, 16, 64, 256, 8), (MODE_DOT, 16, 32, 256, 4)],
+    1: [(MODE_VEC, 1, 2, 0, 4), (MODE_VEC, 1, 4, 0, 4), (MODE_VEC, 1, 8, 0, 4),
+        (MODE_VEC, 1, 16, 0, 4), (MODE_VEC, 1, 8, 0, 2), (MODE_VEC, 1, 4, 0, 8),
+        (MODE_VEC, 1, 4, 0, 2)],
+    16: [(MODE_DOT, 16, 32, 8, 4), (MODE_DOT, 16, 64, 8, 4), (MODE_DOT, 16, 16, 16, 4),
+         (MODE_DOT, 16, 32, 16, 4), (MODE_DOT, 16, 64, 16, 8)],
     512: [],
 }  # fmt: skip
 
@@ -55,11 +60,14 @@ def random_weight(fmt: str, n: int, k: int) -> QuantWeight:
     return pack_weight(raw, "cuda")
 
 
-def _sweep_config(cfg: tuple[int, ...], n: int, k: int) -> QLinearConfig:
-    mode, bm, bn, tile, warps = cfg
+def _sweep_config(cfg: tuple[int, ...], fmt: str, n: int, k: int) -> QLinearConfig:
+    mode, bm, bn, ng, warps = cfg
+    group = group_size(fmt)
+    tile = min(group * (ng or 32 * warps), triton.next_power_of_2(k))
     ctas, target = triton.cdiv(n, bn), 4 * torch.cuda.get_device_properties(0).multi_processor_count
     split = 1 if ctas >= target // 2 or mode == MODE_STORE else min(k // tile, target // ctas)
-    return QLinearConfig(mode, bm, bn, tile, split=split, warps=warps, stages=3 if bm > 16 else 2)
+    stages = 1 if mode == MODE_VEC else 2
+    return QLinearConfig(mode, bm, bn, tile, split=split, warps=warps, stages=stages)
 
 
 def time_point(w: QuantWeight, t: int, cfgs: list[QLinearConfig]) -> list[dict]:
@@ -90,15 +98,16 @@ def _show(r: dict, tag: str) -> None:
           f"{r['gbps']:7.0f} GB/s {r['pct_bw']:5.1f}% {r['tflops']:7.1f} TFLOP/s  {cfg}")  # fmt: skip
 
 
-def bench_weight(w: QuantWeight, sweep: bool, results: list[dict]) -> None:
+def bench_weight(w: QuantWeight, sweep: bool, results: list[dict], ts: tuple[int, ...]) -> None:
     dev = torch.device("cuda")
-    for t in (1, 16, 512):
+    for t in ts:
         default = pick_config(w.fmt, w.n, w.k, t, dev)
         best = time_point(w, t, [default])[0]
         _show(best, "default")
         results.append({**best, "default": True})
         if sweep:
-            for r in time_point(w, t, [_sweep_config(c, w.n, w.k) for c in SWEEP[t]]):
+            cfgs = [_sweep_config(c, w.fmt, w.n, w.k) for c in SWEEP[t]]
+            for r in time_point(w, t, [c for c in cfgs if c != default]):
                 _show(r, "sweep")
                 results.append(r)
         if t == 512:
@@ -108,7 +117,8 @@ def bench_weight(w: QuantWeight, sweep: bool, results: list[dict]) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--fmts", default=",".join(QTYPES))
-    ap.add_argument("--sweep", action="store_true")
+    ap.add_argument("--sweep", default="", help="formats to sweep alternative configs for")
+    ap.add_argument("--ts", default="1,16,512", help="token counts to time")
     ap.add_argument("--budget", type=float, default=1e9, help="stop after this many seconds")
     args = ap.parse_args()
     print(torch.cuda.get_device_name(), "triton", triton.__version__, "torch", torch.__version__)
@@ -120,7 +130,8 @@ def main() -> None:
                 print(f"budget reached, skipping {fmt} {n}x{k}")
                 continue
             w = random_weight(fmt, n, k)
-            bench_weight(w, args.sweep, results)
+            ts = tuple(int(t) for t in args.ts.split(","))
+            bench_weight(w, fmt in args.sweep.split(","), results, ts)
             del w
             torch.cuda.empty_cache()
     out = os.environ.get("OUT")

@@ -48,7 +48,9 @@ def test_pack_dequantize_matches_gguf(qtype: QT) -> None:
     raw = random_raw(qtype, 16, 768, seed=int(qtype))
     w = pack_weight(raw, "cpu")
     assert w.fmt == KERNEL_QTYPES[qtype] and (w.n, w.k) == (16, 768)
-    assert w.nbytes == raw.nbytes  # planes keep exactly the file's bytes
+    # planes keep the file's bytes; Q4_K/Q5_K scales are decoded to 16 bytes per super-block
+    extra = 4 * 16 * 768 // 256 if qtype in (QT.Q4_K, QT.Q5_K) else 0
+    assert w.nbytes == raw.nbytes + extra
     expect = gguf_dequantize(raw.data, qtype).reshape(16, 768)
     np.testing.assert_array_equal(dequantize_weight(w).numpy(), expect)
 
@@ -140,6 +142,37 @@ def test_triton_explicit_configs(qtype: QT, cfg: tuple[int, ...]) -> None:
 
 
 @pytest.mark.parametrize("qtype", list(KERNEL_QTYPES), ids=lambda q: q.name)
+@pytest.mark.parametrize(
+    "cfg", [(1, 1, 8, 2), (1, 1, 4, 1), (5, 16, 16, 2), (2, 16, 32, 1)],
+    ids=["vec-split", "vec", "dot-split", "dot"],
+)
+def test_triton_k_tail(qtype: QT, cfg: tuple[int, ...]) -> None:
+    """K = 768 is not a multiple of the 512-element step: the last step runs masked."""
+    qt = _triton()
+    t, bm, bn, split = cfg
+    mode = qt.MODE_VEC if bm == 1 else qt.MODE_DOT
+    w = pack_weight(random_raw(qtype, 24, 768, seed=11))
+    x = torch.randn(t, 768, generator=torch.Generator().manual_seed(3))
+    config = qt.QLinearConfig(mode, bm, bn, 512, split=split)
+    out = qt.qlinear_launch(x, w, None, config)
+    ref = qlinear_ref(x, w)
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4 * ref.abs().max().item())
+
+
+def test_pick_config_shapes() -> None:
+    """Decode configs never step past K and split K only when rows are scarce."""
+    qt = _triton()
+    cpu = torch.device("cpu")
+    for fmt in ("q8_0", "q4_0", "q4_k", "q5_k", "q6_k"):
+        for n, k in ((4096, 4096), (4096, 11008), (16, 256)):
+            for t in (1, 4, 16, 100):
+                cfg = qt.pick_config(fmt, n, k, t, cpu)
+                assert cfg.tile < 2 * k
+                assert cfg.tile % qt.group_size(fmt) == 0
+                assert cfg.split == 1 or n < 512
+
+
+@pytest.mark.parametrize("qtype", list(KERNEL_QTYPES), ids=lambda q: q.name)
 def test_triton_dequantize_matches_torch(qtype: QT) -> None:
     qt = _triton()
     w = pack_weight(random_raw(qtype, 40, 512, seed=2))
@@ -174,7 +207,7 @@ def test_triton_rejects_bad_shapes() -> None:
 
 # ------------------------------------------------------------------ GPU, realistic shapes
 
-GPU_SHAPES = [(4096, 4096), (6144, 4096), (4096, 14336)]
+GPU_SHAPES = [(4096, 4096), (6144, 4096), (4096, 14336), (4096, 11008)]
 
 
 @pytest.mark.gpu
