@@ -243,3 +243,76 @@ def test_stream_is_openai_sse(http):
     assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 4
     assert len({c["id"] for c in chunks}) == 1
     assert all(c["object"] == "chat.completion.chunk" for c in chunks)
+
+
+def test_cors_preflight_needs_no_key():
+    settings = ServerSettings("m", api_key="k", cors_origins=("http://localhost:3000",))
+    with BackgroundServer(create_app(settings, lambda: None)) as srv:  # type: ignore[arg-type]
+        r = httpx.options(srv.url + "/v1/chat/completions", headers={
+            "Origin": "http://localhost:3000", "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "authorization,content-type"})
+        assert r.status_code == 200
+        assert r.headers["access-control-allow-origin"] == "http://localhost:3000"
+        r = httpx.get(srv.url + "/health", headers={"Origin": "http://evil.example"})
+        assert "access-control-allow-origin" not in r.headers
+
+
+def test_cli_arguments_to_settings():
+    from localllm.cli import build_parser
+    from localllm.cli_serve import settings_from_args
+
+    args = build_parser().parse_args([
+        "serve", "--model", "/models/qwen2.5-coder-1.5b-q8_0.gguf", "--api-key", "k",
+        "--cors-origin", "http://a", "--cors-origin", "http://b", "--port", "9000"])
+    s = settings_from_args(args)
+    assert (args.host, args.port) == ("127.0.0.1", 9000)
+    assert s.model_name == "qwen2.5-coder-1.5b-q8_0" and s.serves("qwen2.5-coder-1.5b-q8_0.gguf")
+    assert s.api_key == "k" and s.cors_origins == ("http://a", "http://b")
+    named = settings_from_args(build_parser().parse_args(
+        ["serve", "-m", "x.gguf", "--served-model-name", "coder"]))
+    assert named.model_name == "coder" and named.serves("x.gguf") and not named.serves("y")
+
+
+def test_localllm_serve_command(tmp_path):
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [sys.executable, "-m", "localllm.cli", "serve", "--model",
+           str(data_path("models", "stories260K.gguf")), "--device", "cpu", "--port", str(port),
+           "--max-model-len", "64", "--api-key", "cli-key"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, proc.communicate()
+            try:
+                if httpx.get(url + "/health").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        r = httpx.post(url + "/v1/completions", headers={"Authorization": "Bearer cli-key"},
+                       json={"prompt": "Once", "max_tokens": 3, "temperature": 0})
+        assert r.status_code == 200 and r.json()["model"] == "stories260K"
+    finally:
+        proc.terminate()
+        proc.wait(20)
+
+
+def test_localllm_serve_bad_model_exits_with_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"not a gguf file at all")
+    out = subprocess.run([sys.executable, "-m", "localllm.cli", "serve", "--model", str(bad),
+                          "--port", "0", "--device", "cpu"], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 2
+    assert f"localllm: error: {bad}" in out.stderr
