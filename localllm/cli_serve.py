@@ -16,16 +16,30 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="serve an OpenAI-compatible API (chat, completions, infill)")
     add_engine_args(p)
     g = p.add_argument_group("server")
-    g.add_argument("--host", default="127.0.0.1",
-                   help="interface to bind (default: 127.0.0.1, this machine only)")
+    g.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="interface to bind (default: 127.0.0.1, this machine only)",
+    )
     g.add_argument("--port", type=int, default=8000, help="TCP port (default: 8000)")
-    g.add_argument("--api-key", default=os.environ.get("LOCALLLM_API_KEY"),
-                   help="require 'Authorization: Bearer KEY' on every route but /health "
-                        "(default: $LOCALLLM_API_KEY, else no key)")
-    g.add_argument("--served-model-name", default=None,
-                   help="model id clients use (default: the file name without .gguf)")
-    g.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
-                   help="allow browser requests from ORIGIN (repeatable; '*' for any)")
+    g.add_argument(
+        "--api-key",
+        default=os.environ.get("LOCALLLM_API_KEY"),
+        help="require 'Authorization: Bearer KEY' on every route but /health "
+        "(default: $LOCALLLM_API_KEY, else no key)",
+    )
+    g.add_argument(
+        "--served-model-name",
+        default=None,
+        help="model id clients use (default: the file name without .gguf)",
+    )
+    g.add_argument(
+        "--cors-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="allow browser requests from ORIGIN (repeatable; '*' for any)",
+    )
     g.add_argument("--max-n", type=int, default=16, help="most choices (n) per request")
     p.set_defaults(func=run)
 
@@ -60,12 +74,17 @@ def run(args: argparse.Namespace) -> int:
 
     app = create_app(settings, lambda: AsyncEngine.from_config(cfg), on_load_error)
     if args.host not in ("127.0.0.1", "localhost", "::1") and settings.api_key is None:
-        log.warning("serving on %s without --api-key: anyone on the network can use it",
-                    args.host)
-    server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port,
-                                           log_level="info" if args.verbose else "warning"))
-    print(f"localllm: serving {settings.model_name} on http://{args.host}:{args.port}/v1 "
-          "(loading the model; /health says when it is ready)", flush=True)
+        log.warning("serving on %s without --api-key: anyone on the network can use it", args.host)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app, host=args.host, port=args.port, log_level="info" if args.verbose else "warning"
+        )
+    )
+    print(
+        f"localllm: serving {settings.model_name} on http://{args.host}:{args.port}/v1 "
+        "(loading the model; /health says when it is ready)",
+        flush=True,
+    )
     server.run()
     if failure:
         err = failure[0]

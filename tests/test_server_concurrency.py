@@ -22,8 +22,13 @@ PROMPTS = [f"{n} went to the {p}" for n in NAMES for p in PLACES]  # 32 prompts
 @pytest.fixture(scope="module", params=[None, 40], ids=["big-pool", "tight-pool"])
 def server(request: pytest.FixtureRequest):
     # tight-pool: 40 blocks of 16 tokens for 32 streams forces waiting and preemption
-    srv = model_server(data_path("models", "stories260K.gguf"), api_key=KEY, device="cpu",
-                       max_model_len=256, num_kv_blocks=request.param)
+    srv = model_server(
+        data_path("models", "stories260K.gguf"),
+        api_key=KEY,
+        device="cpu",
+        max_model_len=256,
+        num_kv_blocks=request.param,
+    )
     wait_ready(srv)
     yield srv
     srv.stop()
@@ -46,15 +51,17 @@ def wait_idle(server, timeout: float = 10.0) -> dict:
 
 
 async def one_stream(client, prompt: str) -> str:
-    stream = await client.completions.create(model="stories260K", prompt=prompt, max_tokens=16,
-                                             temperature=0, stream=True)
+    stream = await client.completions.create(
+        model="stories260K", prompt=prompt, max_tokens=16, temperature=0, stream=True
+    )
     return "".join([c.choices[0].text async for c in stream])
 
 
 def test_32_concurrent_streams_match_sequential(server):
     async def run() -> tuple[list[str], list[str]]:
-        async with openai.AsyncOpenAI(base_url=server.url + "/v1", api_key=KEY,
-                                      max_retries=0, timeout=120) as client:
+        async with openai.AsyncOpenAI(
+            base_url=server.url + "/v1", api_key=KEY, max_retries=0, timeout=120
+        ) as client:
             sequential = [await one_stream(client, p) for p in PROMPTS]
             concurrent = await asyncio.gather(*(one_stream(client, p) for p in PROMPTS))
         return sequential, list(concurrent)
@@ -70,10 +77,16 @@ def test_32_concurrent_streams_match_sequential(server):
 
 def test_disconnect_mid_stream_aborts_and_frees_blocks(server):
     before = stats(server)
-    body = {"prompt": "Once upon a time", "max_tokens": 240, "temperature": 0,
-            "ignore_eos": True, "stream": True}
-    with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {KEY}"},
-                      timeout=60) as http:
+    body = {
+        "prompt": "Once upon a time",
+        "max_tokens": 240,
+        "temperature": 0,
+        "ignore_eos": True,
+        "stream": True,
+    }
+    with httpx.Client(
+        base_url=server.url, headers={"Authorization": f"Bearer {KEY}"}, timeout=60
+    ) as http:
         with http.stream("POST", "/v1/completions", json=body) as r:
             assert r.status_code == 200
             lines = r.iter_lines()

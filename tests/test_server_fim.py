@@ -44,8 +44,16 @@ def write_fim_vocab(path) -> None:
 def fim_model(tmp_path_factory):
     d = tmp_path_factory.mktemp("fim")
     write_fim_vocab(d / "vocab.gguf")
-    spec = SyntheticSpec("fim-tiny", vocab=320, dim=64, n_layers=2, n_heads=4, n_kv_heads=2,
-                         ffn=128, context_length=CTX)
+    spec = SyntheticSpec(
+        "fim-tiny",
+        vocab=320,
+        dim=64,
+        n_layers=2,
+        n_heads=4,
+        n_kv_heads=2,
+        ffn=128,
+        context_length=CTX,
+    )
     return write_synthetic(spec, d / "fim-tiny.gguf", seed=3, vocab_gguf=d / "vocab.gguf")
 
 
@@ -81,7 +89,8 @@ def test_extra_context_uses_file_separator_or_snippet_header(tok):
     sep = tok.token_id("<|file_sep|>")
     chunks = [("a.py", "import os\n"), ("b.py", "x = 1\n")]
     assert extra_context_ids(tok, chunks) == (
-        [sep, *enc(tok, "a.py\nimport os\n"), sep, *enc(tok, "b.py\nx = 1\n")])
+        [sep, *enc(tok, "a.py\nimport os\n"), sep, *enc(tok, "b.py\nx = 1\n")]
+    )
     ids = fim_prompt_ids(tok, "p", "s", chunks)
     assert ids[0] == tok.bos_id and ids[1] == sep and ids.index(tok.fim_ids[0]) > 1
     stories = Tokenizer.from_gguf(GGUFFile(data_path("models", "stories260K.gguf")).metadata)
@@ -97,8 +106,8 @@ ids_lists = st.lists(st.integers(0, 9), max_size=60)
 def test_fit_fim_keeps_prefix_end_and_suffix_start(prefix, suffix, extra, budget):
     p, s, e, trimmed = fit_fim(prefix, suffix, extra, budget)
     assert len(p) + len(s) + len(e) <= max(budget, 0)
-    assert p == prefix[len(prefix) - len(p):] and s == suffix[: len(s)]
-    assert e == extra[len(extra) - len(e):]
+    assert p == prefix[len(prefix) - len(p) :] and s == suffix[: len(s)]
+    assert e == extra[len(extra) - len(e) :]
     assert trimmed == ((p, s, e) != (prefix, suffix, extra))
     if len(prefix) + len(suffix) + len(extra) <= budget:
         assert not trimmed
@@ -108,24 +117,33 @@ def test_fit_fim_keeps_prefix_end_and_suffix_start(prefix, suffix, extra, budget
 
 def test_infill_and_completion_suffix_agree(server, tok):
     prefix, suffix = "def add(a, b):\n    return ", "\n"
-    r = httpx.post(server.url + "/infill", json={
-        "input_prefix": prefix, "input_suffix": suffix, "n_predict": 8, "temperature": 0})
+    r = httpx.post(
+        server.url + "/infill",
+        json={"input_prefix": prefix, "input_suffix": suffix, "n_predict": 8, "temperature": 0},
+    )
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["stop"] is True and body["truncated"] is False
     assert body["tokens_evaluated"] == len(fim_prompt_ids(tok, prefix, suffix))
     assert body["tokens_predicted"] == len(body["tokens"]) <= 8
     assert body["stop_type"] in ("limit", "eos", "word") and "timings" in body
-    c = httpx.post(server.url + "/v1/completions", json={
-        "prompt": prefix, "suffix": suffix, "max_tokens": 8, "temperature": 0}).json()
+    c = httpx.post(
+        server.url + "/v1/completions",
+        json={"prompt": prefix, "suffix": suffix, "max_tokens": 8, "temperature": 0},
+    ).json()
     assert c["usage"]["prompt_tokens"] == body["tokens_evaluated"]
     assert c["choices"][0]["text"] == body["content"]
 
 
 def test_infill_prompt_and_extra_and_stream(server, tok):
-    req = {"input_prefix": "x = ", "prompt": "1 +", "input_suffix": "\n",
-           "input_extra": [{"filename": "util.py", "text": "def one():\n    return 1\n"}],
-           "n_predict": 6, "temperature": 0}
+    req = {
+        "input_prefix": "x = ",
+        "prompt": "1 +",
+        "input_suffix": "\n",
+        "input_extra": [{"filename": "util.py", "text": "def one():\n    return 1\n"}],
+        "n_predict": 6,
+        "temperature": 0,
+    }
     plain = httpx.post(server.url + "/infill", json=req).json()
     extra = [("util.py", "def one():\n    return 1\n")]
     assert plain["tokens_evaluated"] == len(fim_prompt_ids(tok, "x = 1 +", "\n", extra))
@@ -137,9 +155,15 @@ def test_infill_prompt_and_extra_and_stream(server, tok):
 
 
 def test_infill_trims_long_input_to_the_context(server, tok):
-    r = httpx.post(server.url + "/infill", json={
-        "input_prefix": "a = 1\n" * 200, "input_suffix": "b = 2\n" * 200, "n_predict": 4,
-        "temperature": 0})
+    r = httpx.post(
+        server.url + "/infill",
+        json={
+            "input_prefix": "a = 1\n" * 200,
+            "input_suffix": "b = 2\n" * 200,
+            "n_predict": 4,
+            "temperature": 0,
+        },
+    )
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["truncated"] is True

@@ -20,10 +20,14 @@ SMALL = 3  # cap on generated token counts and n, to keep each request short
 CAPPED = ("max_tokens", "max_completion_tokens", "n_predict", "n", "top_logprobs", "logprobs")
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**70), 2**70)
-    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=12),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
-                                                                max_size=3),
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=12),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
     max_leaves=8,
 )
 
@@ -43,17 +47,22 @@ def from_schema(schema: dict[str, Any], defs: dict[str, Any], depth: int = 0) ->
         return _object(schema, defs, depth)
     if kind == "array":
         items = from_schema(schema.get("items", {}), defs, depth + 1)
-        return st.lists(items, min_size=schema.get("minItems", 0),
-                        max_size=min(schema.get("maxItems", 3), 3))
+        return st.lists(
+            items, min_size=schema.get("minItems", 0), max_size=min(schema.get("maxItems", 3), 3)
+        )
     simple = {
         "string": st.text(max_size=20),
         "boolean": st.booleans(),
         "null": st.none(),
-        "integer": st.integers(schema.get("minimum", schema.get("exclusiveMinimum", -5)),
-                               schema.get("maximum", 10**6)),
-        "number": st.floats(schema.get("minimum", schema.get("exclusiveMinimum", -5.0)),
-                            schema.get("maximum", 100.0), allow_nan=False,
-                            exclude_min="exclusiveMinimum" in schema),
+        "integer": st.integers(
+            schema.get("minimum", schema.get("exclusiveMinimum", -5)), schema.get("maximum", 10**6)
+        ),
+        "number": st.floats(
+            schema.get("minimum", schema.get("exclusiveMinimum", -5.0)),
+            schema.get("maximum", 100.0),
+            allow_nan=False,
+            exclude_min="exclusiveMinimum" in schema,
+        ),
     }
     return simple.get(kind, json_values)
 
@@ -72,7 +81,8 @@ def body_strategy(schema: dict[str, Any], defs: dict[str, Any]) -> st.SearchStra
     valid = from_schema(schema, defs)
     names = sorted(defs[schema["$ref"].rsplit("/", 1)[-1]].get("properties", {}))
     mutated = st.tuples(valid, st.sampled_from(names), json_values).map(
-        lambda t: {**t[0], t[1]: t[2]})
+        lambda t: {**t[0], t[1]: t[2]}
+    )
     return st.one_of(valid, mutated, json_values)
 
 
@@ -92,8 +102,9 @@ def cap(body: Any) -> Any:
 
 @pytest.fixture(scope="module")
 def server():
-    srv = model_server(data_path("models", "stories260K.gguf"), api_key=KEY, device="cpu",
-                       max_model_len=96)
+    srv = model_server(
+        data_path("models", "stories260K.gguf"), api_key=KEY, device="cpu", max_model_len=96
+    )
     wait_ready(srv)
     yield srv
     srv.stop()
@@ -101,8 +112,9 @@ def server():
 
 @pytest.fixture(scope="module")
 def http(server):
-    with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {KEY}"},
-                      timeout=60) as c:
+    with httpx.Client(
+        base_url=server.url, headers={"Authorization": f"Bearer {KEY}"}, timeout=60
+    ) as c:
         yield c
 
 
@@ -134,8 +146,12 @@ def test_fuzz_route_never_500(http, openapi, route):
     schema = openapi["paths"][route]["post"]["requestBody"]["content"]["application/json"]
     strategy = body_strategy(schema["schema"], openapi["components"]["schemas"])
 
-    @settings(max_examples=40, deadline=None, derandomize=True,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @settings(
+        max_examples=40,
+        deadline=None,
+        derandomize=True,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
     @given(body=strategy)
     def run(body: Any) -> None:
         check(http.post(route, json=cap(body)))
@@ -149,8 +165,10 @@ def test_fuzz_route_never_500(http, openapi, route):
 
 def test_fuzz_raw_bytes_never_500(http):
     @settings(max_examples=40, deadline=None, derandomize=True)
-    @given(raw=st.binary(max_size=64) | st.text(max_size=64).map(str.encode),
-           route=st.sampled_from(ROUTES))
+    @given(
+        raw=st.binary(max_size=64) | st.text(max_size=64).map(str.encode),
+        route=st.sampled_from(ROUTES),
+    )
     def run(raw: bytes, route: str) -> None:
         check(http.post(route, content=raw, headers={"content-type": "application/json"}))
 

@@ -21,8 +21,9 @@ AUTH = {"Authorization": f"Bearer {KEY}"}
 
 @pytest.fixture(scope="module")
 def server():
-    srv = model_server(data_path("models", "stories260K.gguf"), api_key=KEY, device="cpu",
-                       max_model_len=128)
+    srv = model_server(
+        data_path("models", "stories260K.gguf"), api_key=KEY, device="cpu", max_model_len=128
+    )
     wait_ready(srv)
     yield srv
     srv.stop()
@@ -34,8 +35,9 @@ def http(server):
         yield c
 
 
-def assert_error(r: httpx.Response, status: int, code: str | None = None,
-                 param: str | None = None) -> dict:
+def assert_error(
+    r: httpx.Response, status: int, code: str | None = None, param: str | None = None
+) -> dict:
     assert r.status_code == status, r.text
     err = r.json()["error"]
     assert set(err) == {"message", "type", "param", "code"}
@@ -54,8 +56,9 @@ def still_serving(http: httpx.Client) -> None:
 
 def test_health_loading_then_ok():
     gate = threading.Event()
-    cfg = EngineConfig(model=str(data_path("models", "stories260K.gguf")), device="cpu",
-                       max_model_len=64)
+    cfg = EngineConfig(
+        model=str(data_path("models", "stories260K.gguf")), device="cpu", max_model_len=64
+    )
 
     def slow_load() -> AsyncEngine:
         gate.wait(30)
@@ -94,8 +97,11 @@ def test_api_key(server, http):
     r = httpx.get(server.url + "/v1/models")
     assert_error(r, 401, "invalid_api_key")
     assert r.headers["www-authenticate"] == "Bearer"
-    r = httpx.post(server.url + "/v1/chat/completions", headers={"Authorization": "Bearer nope"},
-                   json={"messages": [{"role": "user", "content": "hi"}]})
+    r = httpx.post(
+        server.url + "/v1/chat/completions",
+        headers={"Authorization": "Bearer nope"},
+        json={"messages": [{"role": "user", "content": "hi"}]},
+    )
     assert_error(r, 401, "invalid_api_key")
     assert_error(httpx.get(server.url + "/metrics"), 401)
     still_serving(http)
@@ -144,8 +150,12 @@ def test_metrics(http):
     assert samples["localllm_prompt_tokens_total"] >= 2
     assert samples["localllm_kv_blocks_used"] == 0
     assert samples["localllm_kv_blocks_free"] == samples["localllm_kv_blocks_total"] > 0
-    for name in ("localllm_queue_waiting_requests", "localllm_prefix_cache_hit_rate",
-                 "localllm_spec_acceptance_rate", "localllm_preemptions_total"):
+    for name in (
+        "localllm_queue_waiting_requests",
+        "localllm_prefix_cache_hit_rate",
+        "localllm_spec_acceptance_rate",
+        "localllm_preemptions_total",
+    ):
         assert name in samples
     assert samples['localllm_http_requests_total{route="/v1/completions",status="200"}'] >= 1
 
@@ -153,23 +163,42 @@ def test_metrics(http):
 BAD_BODIES = [  # (route, body, status, code, param)
     ("/v1/chat/completions", {"messages": "hi"}, 400, "invalid_type", "messages"),
     ("/v1/chat/completions", {"messages": []}, 400, None, "messages"),
-    ("/v1/chat/completions", {"messages": [{"role": "wizard", "content": "x"}]}, 400, None,
-     "messages[0].role"),
-    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "max_tokens": -5},
-     400, "invalid_value", "max_tokens"),
+    (
+        "/v1/chat/completions",
+        {"messages": [{"role": "wizard", "content": "x"}]},
+        400,
+        None,
+        "messages[0].role",
+    ),
+    (
+        "/v1/chat/completions",
+        {"messages": [{"role": "user", "content": "x"}], "max_tokens": -5},
+        400,
+        "invalid_value",
+        "max_tokens",
+    ),
     ("/v1/completions", {"prompt": "x", "max_tokens": "lots"}, 400, "invalid_type", "max_tokens"),
-    ("/v1/completions", {"prompt": "x", "temperature": "hot"}, 400, "invalid_type",
-     "temperature"),
+    ("/v1/completions", {"prompt": "x", "temperature": "hot"}, 400, "invalid_type", "temperature"),
     ("/v1/completions", {"prompt": "x", "temperature": 3.5}, 400, "invalid_value", "temperature"),
     ("/v1/completions", {"prompt": "x", "n": 0}, 400, "invalid_value", "n"),
     ("/v1/completions", {"prompt": "x", "n": 1000}, 400, "invalid_value", "n"),
     ("/v1/completions", {"prompt": [], "max_tokens": 1}, 400, None, "prompt"),
     ("/v1/completions", {"prompt": [1, 5000]}, 400, None, "prompt"),
     ("/v1/completions", {"prompt": "x", "model": "gpt-4o"}, 404, "model_not_found", "model"),
-    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "model": "gpt-4"},
-     404, "model_not_found", "model"),
-    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
-                              "top_logprobs": 2}, 400, None, "top_logprobs"),
+    (
+        "/v1/chat/completions",
+        {"messages": [{"role": "user", "content": "x"}], "model": "gpt-4"},
+        404,
+        "model_not_found",
+        "model",
+    ),
+    (
+        "/v1/chat/completions",
+        {"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2},
+        400,
+        None,
+        "top_logprobs",
+    ),
     ("/v1/completions", {"prompt": "x", "echo": True, "logprobs": 1}, 400, None, "echo"),
 ]
 
@@ -180,35 +209,57 @@ def test_bad_parameters(http, route, body, status, code, param):
 
 
 def test_malformed_json_and_non_json(http):
-    r = http.post("/v1/chat/completions", content=b'{"messages": [',
-                  headers={"content-type": "application/json"})
+    r = http.post(
+        "/v1/chat/completions",
+        content=b'{"messages": [',
+        headers={"content-type": "application/json"},
+    )
     assert_error(r, 400, "invalid_json")
-    r = http.post("/v1/completions", content=b"prompt=hi",
-                  headers={"content-type": "application/x-www-form-urlencoded"})
+    r = http.post(
+        "/v1/completions",
+        content=b"prompt=hi",
+        headers={"content-type": "application/x-www-form-urlencoded"},
+    )
     assert_error(r, 400, "invalid_json")
-    assert_error(http.post("/v1/completions", content=b"[1, 2]",
-                           headers={"content-type": "application/json"}), 400)
+    assert_error(
+        http.post(
+            "/v1/completions", content=b"[1, 2]", headers={"content-type": "application/json"}
+        ),
+        400,
+    )
     still_serving(http)
 
 
 def test_unknown_fields_are_ignored(http):
-    r = http.post("/v1/chat/completions", json={
-        "messages": [{"role": "user", "content": "hi", "extra": 1}], "max_tokens": 2,
-        "temperature": 0, "response_format": {"type": "text"}, "parallel_tool_calls": False,
-        "metadata": {"a": "b"}, "user": "u1", "store": False})
+    r = http.post(
+        "/v1/chat/completions",
+        json={
+            "messages": [{"role": "user", "content": "hi", "extra": 1}],
+            "max_tokens": 2,
+            "temperature": 0,
+            "response_format": {"type": "text"},
+            "parallel_tool_calls": False,
+            "metadata": {"a": "b"},
+            "user": "u1",
+            "store": False,
+        },
+    )
     assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] <= 2
 
 
 def test_prompt_longer_than_context(http):
     long = "The dog ran to the park. " * 40  # > 128 tokens
-    for route, body in (("/v1/completions", {"prompt": long}),
-                        ("/v1/chat/completions", {"messages": [{"role": "user", "content": long}],
-                                                  "stream": True})):
+    for route, body in (
+        ("/v1/completions", {"prompt": long}),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": long}], "stream": True}),
+    ):
         err = assert_error(http.post(route, json=body), 400, "context_length_exceeded")
         assert "128" in err["message"]
     # an explicit max_tokens beyond the context is clamped to what is left
-    r = http.post("/v1/completions", json={"prompt": "Once", "max_tokens": 10_000,
-                                           "temperature": 0, "ignore_eos": True})
+    r = http.post(
+        "/v1/completions",
+        json={"prompt": "Once", "max_tokens": 10_000, "temperature": 0, "ignore_eos": True},
+    )
     assert r.status_code == 200
     usage = r.json()["usage"]
     assert usage["total_tokens"] == 128 and r.json()["choices"][0]["finish_reason"] == "length"
@@ -226,9 +277,17 @@ def test_unknown_route_method_and_large_body(http):
 
 
 def test_stream_is_openai_sse(http):
-    with http.stream("POST", "/v1/chat/completions", json={
-            "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "temperature": 0,
-            "stream": True, "stream_options": {"include_usage": True}}) as r:
+    with http.stream(
+        "POST",
+        "/v1/chat/completions",
+        json={
+            "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": 4,
+            "temperature": 0,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        },
+    ) as r:
         assert r.status_code == 200
         assert r.headers["content-type"].startswith("text/event-stream")
         raw = r.read().decode()
@@ -236,8 +295,7 @@ def test_stream_is_openai_sse(http):
     assert all(e.startswith("data: ") for e in events)
     assert events[-1] == "data: [DONE]"
     chunks = [json.loads(e[6:]) for e in events[:-1]]
-    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": "",
-                                                "refusal": None}
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": "", "refusal": None}
     assert chunks[-2]["choices"][0]["finish_reason"] == "length"
     assert chunks[-2]["choices"][0]["delta"] == {}
     assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 4
@@ -248,9 +306,14 @@ def test_stream_is_openai_sse(http):
 def test_cors_preflight_needs_no_key():
     settings = ServerSettings("m", api_key="k", cors_origins=("http://localhost:3000",))
     with BackgroundServer(create_app(settings, lambda: None)) as srv:  # type: ignore[arg-type]
-        r = httpx.options(srv.url + "/v1/chat/completions", headers={
-            "Origin": "http://localhost:3000", "Access-Control-Request-Method": "POST",
-            "Access-Control-Request-Headers": "authorization,content-type"})
+        r = httpx.options(
+            srv.url + "/v1/chat/completions",
+            headers={
+                "Origin": "http://localhost:3000",
+                "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": "authorization,content-type",
+            },
+        )
         assert r.status_code == 200
         assert r.headers["access-control-allow-origin"] == "http://localhost:3000"
         r = httpx.get(srv.url + "/health", headers={"Origin": "http://evil.example"})
@@ -261,15 +324,28 @@ def test_cli_arguments_to_settings():
     from localllm.cli import build_parser
     from localllm.cli_serve import settings_from_args
 
-    args = build_parser().parse_args([
-        "serve", "--model", "/models/qwen2.5-coder-1.5b-q8_0.gguf", "--api-key", "k",
-        "--cors-origin", "http://a", "--cors-origin", "http://b", "--port", "9000"])
+    args = build_parser().parse_args(
+        [
+            "serve",
+            "--model",
+            "/models/qwen2.5-coder-1.5b-q8_0.gguf",
+            "--api-key",
+            "k",
+            "--cors-origin",
+            "http://a",
+            "--cors-origin",
+            "http://b",
+            "--port",
+            "9000",
+        ]
+    )
     s = settings_from_args(args)
     assert (args.host, args.port) == ("127.0.0.1", 9000)
     assert s.model_name == "qwen2.5-coder-1.5b-q8_0" and s.serves("qwen2.5-coder-1.5b-q8_0.gguf")
     assert s.api_key == "k" and s.cors_origins == ("http://a", "http://b")
-    named = settings_from_args(build_parser().parse_args(
-        ["serve", "-m", "x.gguf", "--served-model-name", "coder"]))
+    named = settings_from_args(
+        build_parser().parse_args(["serve", "-m", "x.gguf", "--served-model-name", "coder"])
+    )
     assert named.model_name == "coder" and named.serves("x.gguf") and not named.serves("y")
 
 
@@ -281,9 +357,22 @@ def test_localllm_serve_command(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    cmd = [sys.executable, "-m", "localllm.cli", "serve", "--model",
-           str(data_path("models", "stories260K.gguf")), "--device", "cpu", "--port", str(port),
-           "--max-model-len", "64", "--api-key", "cli-key"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "localllm.cli",
+        "serve",
+        "--model",
+        str(data_path("models", "stories260K.gguf")),
+        "--device",
+        "cpu",
+        "--port",
+        str(port),
+        "--max-model-len",
+        "64",
+        "--api-key",
+        "cli-key",
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         url = f"http://127.0.0.1:{port}"
@@ -297,8 +386,11 @@ def test_localllm_serve_command(tmp_path):
                 pass
             assert time.monotonic() < deadline
             time.sleep(0.1)
-        r = httpx.post(url + "/v1/completions", headers={"Authorization": "Bearer cli-key"},
-                       json={"prompt": "Once", "max_tokens": 3, "temperature": 0})
+        r = httpx.post(
+            url + "/v1/completions",
+            headers={"Authorization": "Bearer cli-key"},
+            json={"prompt": "Once", "max_tokens": 3, "temperature": 0},
+        )
         assert r.status_code == 200 and r.json()["model"] == "stories260K"
     finally:
         proc.terminate()
@@ -311,8 +403,22 @@ def test_localllm_serve_bad_model_exits_with_one_line(tmp_path):
 
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"not a gguf file at all")
-    out = subprocess.run([sys.executable, "-m", "localllm.cli", "serve", "--model", str(bad),
-                          "--port", "0", "--device", "cpu"], capture_output=True, text=True,
-                         timeout=60)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "localllm.cli",
+            "serve",
+            "--model",
+            str(bad),
+            "--port",
+            "0",
+            "--device",
+            "cpu",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 2
     assert f"localllm: error: {bad}" in out.stderr

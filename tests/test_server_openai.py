@@ -45,8 +45,9 @@ def test_models_list(client):
 
 def test_completion_matches_golden(client, tokenizer):
     golden = json.loads(data_path("golden", "stories260K_greedy.json").read_text())
-    r = client.completions.create(model="stories260K", prompt=golden["prompt_tokens"],
-                                  max_tokens=24, temperature=0)
+    r = client.completions.create(
+        model="stories260K", prompt=golden["prompt_tokens"], max_tokens=24, temperature=0
+    )
     want = tokenizer.decode(golden["greedy_tokens"][:24], continuation=True)
     assert r.choices[0].text == want
     assert r.choices[0].finish_reason == "length"
@@ -57,8 +58,9 @@ def test_completion_matches_golden(client, tokenizer):
 def test_completion_stream_equals_non_stream(client):
     kw = dict(model="stories260K", prompt=STORY, max_tokens=20, temperature=0)
     full = client.completions.create(**kw).choices[0].text
-    chunks = list(client.completions.create(**kw, stream=True,
-                                            stream_options={"include_usage": True}))
+    chunks = list(
+        client.completions.create(**kw, stream=True, stream_options={"include_usage": True})
+    )
     text = "".join(c.choices[0].text for c in chunks if c.choices)
     assert text == full and full.startswith(", there was")
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "length"
@@ -66,16 +68,20 @@ def test_completion_stream_equals_non_stream(client):
 
 
 def test_chat_non_stream_and_stream(client):
-    msgs = [{"role": "system", "content": "You tell stories."},
-            {"role": "user", "content": [{"type": "text", "text": "Tell me a story."}]}]
-    r = client.chat.completions.create(model="stories260K", messages=msgs, max_tokens=16,
-                                       temperature=0)
+    msgs = [
+        {"role": "system", "content": "You tell stories."},
+        {"role": "user", "content": [{"type": "text", "text": "Tell me a story."}]},
+    ]
+    r = client.chat.completions.create(
+        model="stories260K", messages=msgs, max_tokens=16, temperature=0
+    )
     assert r.object == "chat.completion"
     msg = r.choices[0].message
     assert msg.role == "assistant" and msg.content and not msg.content.startswith(" ")
     assert r.usage.completion_tokens <= 16 and r.usage.prompt_tokens > 5
-    stream = client.chat.completions.create(model="stories260K", messages=msgs, max_tokens=16,
-                                            temperature=0, stream=True)
+    stream = client.chat.completions.create(
+        model="stories260K", messages=msgs, max_tokens=16, temperature=0, stream=True
+    )
     chunks = list(stream)
     assert chunks[0].choices[0].delta.role == "assistant"
     assert "".join(c.choices[0].delta.content or "" for c in chunks) == msg.content
@@ -85,8 +91,9 @@ def test_chat_non_stream_and_stream(client):
 
 def test_max_completion_tokens_and_default_rest_of_context(client):
     msgs = [{"role": "user", "content": "Hi"}]
-    r = client.chat.completions.create(model="stories260K", messages=msgs,
-                                       max_completion_tokens=3, temperature=0)
+    r = client.chat.completions.create(
+        model="stories260K", messages=msgs, max_completion_tokens=3, temperature=0
+    )
     assert r.usage.completion_tokens == 3 and r.choices[0].finish_reason == "length"
     # no max_tokens: runs to EOS or the end of the 256-token context
     r = client.completions.create(model="stories260K", prompt=STORY, temperature=0)
@@ -96,10 +103,12 @@ def test_max_completion_tokens_and_default_rest_of_context(client):
 
 def test_usage_reports_cached_prompt_tokens(client):
     prompt = ("The little dog ran to the park to play with his red ball. " * 4).strip()
-    first = client.completions.create(model="stories260K", prompt=prompt, max_tokens=2,
-                                      temperature=0)
-    second = client.completions.create(model="stories260K", prompt=prompt, max_tokens=2,
-                                       temperature=0)
+    first = client.completions.create(
+        model="stories260K", prompt=prompt, max_tokens=2, temperature=0
+    )
+    second = client.completions.create(
+        model="stories260K", prompt=prompt, max_tokens=2, temperature=0
+    )
     n = first.usage.prompt_tokens
     assert n > 32
     cached = second.usage.prompt_tokens_details.cached_tokens
@@ -109,12 +118,16 @@ def test_usage_reports_cached_prompt_tokens(client):
 
 
 def test_stop_string_spanning_tokens(client):
-    base = client.completions.create(model="stories260K", prompt=STORY, max_tokens=20,
-                                     temperature=0).choices[0].text
+    base = (
+        client.completions.create(model="stories260K", prompt=STORY, max_tokens=20, temperature=0)
+        .choices[0]
+        .text
+    )
     assert "Lily" in base
     for stream in (False, True):
-        kw = dict(model="stories260K", prompt=STORY, max_tokens=20, temperature=0,
-                  stop=["Lily", "zzz"])
+        kw = dict(
+            model="stories260K", prompt=STORY, max_tokens=20, temperature=0, stop=["Lily", "zzz"]
+        )
         if stream:
             chunks = list(client.completions.create(**kw, stream=True))
             text = "".join(c.choices[0].text for c in chunks)
@@ -144,8 +157,9 @@ def test_n_choices_stream_interleaved(client):
     msgs = [{"role": "user", "content": "Hello"}]
     kw = dict(model="stories260K", messages=msgs, max_tokens=8, temperature=0.8, seed=7, n=2)
     full = client.chat.completions.create(**kw)
-    chunks = list(client.chat.completions.create(**kw, stream=True,
-                                                 stream_options={"include_usage": True}))
+    chunks = list(
+        client.chat.completions.create(**kw, stream=True, stream_options={"include_usage": True})
+    )
     texts = ["", ""]
     for c in chunks:
         for ch in c.choices:
@@ -155,9 +169,14 @@ def test_n_choices_stream_interleaved(client):
 
 
 def test_chat_logprobs(client, tokenizer):
-    r = client.chat.completions.create(model="stories260K",
-                                       messages=[{"role": "user", "content": "Hi"}],
-                                       max_tokens=5, temperature=0, logprobs=True, top_logprobs=3)
+    r = client.chat.completions.create(
+        model="stories260K",
+        messages=[{"role": "user", "content": "Hi"}],
+        max_tokens=5,
+        temperature=0,
+        logprobs=True,
+        top_logprobs=3,
+    )
     content = r.choices[0].logprobs.content
     assert len(content) == r.usage.completion_tokens
     for item in content:
@@ -175,20 +194,26 @@ def test_completion_logprobs_stream_and_not(client):
     assert len(lp.tokens) == len(lp.token_logprobs) == len(lp.top_logprobs) == 6
     assert "".join(lp.tokens) == r.choices[0].text
     assert all(len(t) <= 2 for t in lp.top_logprobs)
-    streamed = [t for c in client.completions.create(**kw, stream=True) if c.choices[0].logprobs
-                for t in c.choices[0].logprobs.tokens]
+    streamed = [
+        t
+        for c in client.completions.create(**kw, stream=True)
+        if c.choices[0].logprobs
+        for t in c.choices[0].logprobs.tokens
+    ]
     assert streamed == lp.tokens
 
 
 def test_echo_prepends_prompt(client):
-    r = client.completions.create(model="stories260K", prompt=STORY, max_tokens=4,
-                                  temperature=0, echo=True)
+    r = client.completions.create(
+        model="stories260K", prompt=STORY, max_tokens=4, temperature=0, echo=True
+    )
     assert r.choices[0].text.startswith(STORY + ",")
 
 
 def test_batch_of_prompts(client):
-    r = client.completions.create(model="stories260K", prompt=[STORY, "The cat"],
-                                  max_tokens=4, temperature=0, n=2)
+    r = client.completions.create(
+        model="stories260K", prompt=[STORY, "The cat"], max_tokens=4, temperature=0, n=2
+    )
     assert sorted(c.index for c in r.choices) == [0, 1, 2, 3]
     by = {c.index: c.text for c in r.choices}
     assert by[0] == by[1] and by[2] == by[3] and by[0] != by[2]

@@ -29,8 +29,11 @@ from localllm.server.state import EngineHolder
 ROUTERS = (routes_system, routes_chat, routes_completions, routes_infill, routes_tokens)
 
 
-def create_app(settings: ServerSettings, load_engine: Callable[[], AsyncEngine],
-               on_load_error: Callable[[BaseException], None] | None = None) -> FastAPI:
+def create_app(
+    settings: ServerSettings,
+    load_engine: Callable[[], AsyncEngine],
+    on_load_error: Callable[[BaseException], None] | None = None,
+) -> FastAPI:
     """An app that starts loading the engine (`load_engine()`, in a background thread) when
     the server starts and shuts it down when the server stops."""
     holder = EngineHolder(load_engine, on_load_error)
@@ -48,8 +51,12 @@ def create_app(settings: ServerSettings, load_engine: Callable[[], AsyncEngine],
         finally:
             holder.close()
 
-    app = FastAPI(title="localllm", version=__version__, lifespan=lifespan,
-                  description="OpenAI-compatible API over a local model")
+    app = FastAPI(
+        title="localllm",
+        version=__version__,
+        lifespan=lifespan,
+        description="OpenAI-compatible API over a local model",
+    )
     app.state.ctx = ctx
     for module in ROUTERS:
         app.include_router(module.router)
@@ -59,8 +66,12 @@ def create_app(settings: ServerSettings, load_engine: Callable[[], AsyncEngine],
     if settings.api_key is not None:
         app.add_middleware(AuthMiddleware, api_key=settings.api_key)
     if settings.cors_origins:
-        app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
-                           allow_methods=["*"], allow_headers=["*"])
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(settings.cors_origins),
+            allow_methods=["*"],
+            allow_headers=["*"],
+        )
     paths = frozenset(getattr(r, "path", "") for m in ROUTERS for r in m.router.routes)
     app.add_middleware(RequestCountMiddleware, metrics=ctx.metrics, routes=paths)
     return app

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
-from fastapi import Request
+from fastapi import Depends, Request
 
 from localllm.async_engine import AsyncEngine
 from localllm.server.metrics import ServerMetrics
@@ -21,9 +22,15 @@ class ServerContext:
 
 
 def get_context(request: Request) -> ServerContext:
-    return request.app.state.ctx  # type: ignore[no-any-return]
+    ctx: ServerContext = request.app.state.ctx
+    return ctx
 
 
 def get_engine(request: Request) -> AsyncEngine:
     """The loaded engine; 503 while the model loads."""
     return get_context(request).holder.get()
+
+
+# route parameter types: `ctx: Ctx, engine: Engine`
+Ctx = Annotated[ServerContext, Depends(get_context)]
+Engine = Annotated[AsyncEngine, Depends(get_engine)]

@@ -35,8 +35,15 @@ ERROR_TYPES = {
 class APIError(Exception):
     """An error with its HTTP status, raised anywhere below a route."""
 
-    def __init__(self, status: int, message: str, *, code: str | None = None,
-                 param: str | None = None, type_: str | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        code: str | None = None,
+        param: str | None = None,
+        type_: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
@@ -45,8 +52,14 @@ class APIError(Exception):
         self.type = type_ or ERROR_TYPES.get(status, "invalid_request_error")
 
     def body(self) -> dict[str, Any]:
-        return {"error": {"message": self.message, "type": self.type, "param": self.param,
-                          "code": self.code}}
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.type,
+                "param": self.param,
+                "code": self.code,
+            }
+        }
 
     def response(self) -> JSONResponse:
         headers = {"WWW-Authenticate": "Bearer"} if self.status == 401 else None
@@ -69,14 +82,18 @@ def _loc_param(loc: tuple[Any, ...]) -> str | None:
 
 def from_validation_error(e: RequestValidationError) -> APIError:
     errors = e.errors()
-    first = errors[0] if errors else {"type": "invalid", "loc": (), "msg": "invalid request"}
+    first: dict[str, Any] = dict(errors[0]) if errors else {"type": "invalid", "msg": "invalid"}
     if first.get("type") == "json_invalid":
-        return APIError(400, "We could not parse the JSON body of your request: "
-                        f"{first.get('ctx', {}).get('error', 'invalid JSON')}",
-                        code="invalid_json")
+        detail = (first.get("ctx") or {}).get("error", "invalid JSON")
+        return APIError(
+            400, f"We could not parse the JSON body of your request: {detail}", code="invalid_json"
+        )
     if isinstance(first.get("input"), bytes | bytearray):  # not parsed: not sent as JSON
-        return APIError(400, "The request body must be JSON (send Content-Type: "
-                        "application/json)", code="invalid_json")
+        return APIError(
+            400,
+            "The request body must be JSON (send Content-Type: application/json)",
+            code="invalid_json",
+        )
     param = _loc_param(tuple(first.get("loc", ())))
     msg = f"Invalid '{param}': {first.get('msg')}" if param else str(first.get("msg"))
     if len(errors) > 1:
@@ -126,7 +143,9 @@ async def _http_error(request: Request, e: Exception) -> JSONResponse:
 
 async def _internal_error(request: Request, e: Exception) -> JSONResponse:
     log.exception("unhandled error on %s %s", request.method, request.url.path)
-    return APIError(500, f"internal error: {type(e).__name__}: {e}", code="internal_error").response()
+    return APIError(
+        500, f"internal error: {type(e).__name__}: {e}", code="internal_error"
+    ).response()
 
 
 def install_error_handlers(app: FastAPI) -> None:

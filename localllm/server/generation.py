@@ -20,17 +20,23 @@ from localllm.server.metrics import ServerMetrics
 from localllm.server.params import Job
 
 
-async def merged_events(engine: AsyncEngine, jobs: list[Job], continuation: bool,
-                        metrics: ServerMetrics, endpoint: str, request_id: str
-                        ) -> AsyncIterator[tuple[int, TokenEvent]]:
+async def merged_events(
+    engine: AsyncEngine,
+    jobs: list[Job],
+    continuation: bool,
+    metrics: ServerMetrics,
+    endpoint: str,
+    request_id: str,
+) -> AsyncIterator[tuple[int, TokenEvent]]:
     """(choice index, event) until every job has finished; the first job error is raised."""
     q: asyncio.Queue[tuple[int, TokenEvent | BaseException]] = asyncio.Queue()
 
     async def pump(job: Job) -> None:
         obs = metrics.observer(endpoint)
         try:
-            async for ev in engine.generate(job.prompt_ids, job.params,
-                                            f"{request_id}-{job.index}", continuation):
+            async for ev in engine.generate(
+                job.prompt_ids, job.params, f"{request_id}-{job.index}", continuation
+            ):
                 obs.on_event(ev)
                 q.put_nowait((job.index, ev))
         except asyncio.CancelledError:
@@ -55,8 +61,9 @@ async def merged_events(engine: AsyncEngine, jobs: list[Job], continuation: bool
             await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def primed(events: AsyncIterator[tuple[int, TokenEvent]]
-                 ) -> AsyncIterator[tuple[int, TokenEvent]]:
+async def primed(
+    events: AsyncIterator[tuple[int, TokenEvent]],
+) -> AsyncIterator[tuple[int, TokenEvent]]:
     """Wait for the first event before answering, so a bad request still gets a plain 4xx
     (the engine rejects requests before it yields anything); then replay it and the rest."""
     it = aiter(events)
@@ -90,8 +97,9 @@ def check_event(ev: TokenEvent) -> None:
         raise APIError(500, ev.error or "the engine failed on this request", code="engine_error")
 
 
-async def collect(events: AsyncIterator[tuple[int, TokenEvent]], n_choices: int
-                  ) -> list[ChoiceResult]:
+async def collect(
+    events: AsyncIterator[tuple[int, TokenEvent]], n_choices: int
+) -> list[ChoiceResult]:
     results = [ChoiceResult() for _ in range(n_choices)]
     async for index, ev in events:
         check_event(ev)

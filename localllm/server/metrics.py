@@ -26,22 +26,47 @@ class ServerMetrics:
     def __init__(self, engine_snapshot: Callable[[], dict[str, Any] | None]) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
-        self.http_requests = Counter(f"{PREFIX}_http_requests", "HTTP requests by route and status",
-                                     ["route", "status"], registry=r)
-        self.requests = Counter(f"{PREFIX}_requests", "Finished generations by endpoint and reason",
-                                ["endpoint", "finish_reason"], registry=r)
-        self.prompt_tokens = Counter(f"{PREFIX}_prompt_tokens", "Prompt tokens of finished "
-                                     "generations", registry=r)
-        self.cached_tokens = Counter(f"{PREFIX}_cached_prompt_tokens", "Prompt tokens served "
-                                     "from the prefix cache", registry=r)
-        self.generation_tokens = Counter(f"{PREFIX}_generation_tokens", "Generated tokens",
-                                         registry=r)
-        self.ttft = Histogram(f"{PREFIX}_time_to_first_token_seconds", "Request arrival to "
-                              "first token", buckets=LATENCY_BUCKETS, registry=r)
-        self.itl = Histogram(f"{PREFIX}_inter_token_latency_seconds", "Time between tokens "
-                             "of one stream", buckets=ITL_BUCKETS, registry=r)
-        self.e2e = Histogram(f"{PREFIX}_request_latency_seconds", "Request arrival to last "
-                             "token", buckets=LATENCY_BUCKETS, registry=r)
+        self.http_requests = Counter(
+            f"{PREFIX}_http_requests",
+            "HTTP requests by route and status",
+            ["route", "status"],
+            registry=r,
+        )
+        self.requests = Counter(
+            f"{PREFIX}_requests",
+            "Finished generations by endpoint and reason",
+            ["endpoint", "finish_reason"],
+            registry=r,
+        )
+        self.prompt_tokens = Counter(
+            f"{PREFIX}_prompt_tokens", "Prompt tokens of finished generations", registry=r
+        )
+        self.cached_tokens = Counter(
+            f"{PREFIX}_cached_prompt_tokens",
+            "Prompt tokens served from the prefix cache",
+            registry=r,
+        )
+        self.generation_tokens = Counter(
+            f"{PREFIX}_generation_tokens", "Generated tokens", registry=r
+        )
+        self.ttft = Histogram(
+            f"{PREFIX}_time_to_first_token_seconds",
+            "Request arrival to first token",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.itl = Histogram(
+            f"{PREFIX}_inter_token_latency_seconds",
+            "Time between tokens of one stream",
+            buckets=ITL_BUCKETS,
+            registry=r,
+        )
+        self.e2e = Histogram(
+            f"{PREFIX}_request_latency_seconds",
+            "Request arrival to last token",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
         r.register(EngineCollector(engine_snapshot))
 
     def observer(self, endpoint: str) -> RequestObserver:
@@ -85,13 +110,20 @@ def engine_snapshot(e: Any) -> dict[str, Any]:
     bm = e.block_manager.stats()
     s = e.stats
     return {
-        "waiting": len(e.scheduler.waiting), "running": len(e.scheduler.running),
-        "blocks_total": e.runner.kv.num_blocks, "blocks_used": bm["used"],
-        "blocks_free": bm["free"], "blocks_cached": bm["cached"],
-        "block_hit_rate": bm["hit_rate"], "token_hit_rate": s.prefix_hit_rate,
-        "spec_proposed": s.spec_proposed, "spec_accepted": s.spec_accepted,
-        "preemptions": s.preemptions, "steps": s.steps,
-        "requests_received": s.requests_received, "requests_finished": s.requests_finished,
+        "waiting": len(e.scheduler.waiting),
+        "running": len(e.scheduler.running),
+        "blocks_total": e.runner.kv.num_blocks,
+        "blocks_used": bm["used"],
+        "blocks_free": bm["free"],
+        "blocks_cached": bm["cached"],
+        "block_hit_rate": bm["hit_rate"],
+        "token_hit_rate": s.prefix_hit_rate,
+        "spec_proposed": s.spec_proposed,
+        "spec_accepted": s.spec_accepted,
+        "preemptions": s.preemptions,
+        "steps": s.steps,
+        "requests_received": s.requests_received,
+        "requests_finished": s.requests_finished,
         "requests_aborted": s.requests_aborted,
     }
 
@@ -132,5 +164,6 @@ class EngineCollector(Collector):
         for key, name, doc in _COUNTERS:
             yield CounterMetricFamily(f"{PREFIX}_{name}", doc, value=snap[key])
         rate = snap["spec_accepted"] / snap["spec_proposed"] if snap["spec_proposed"] else 0.0
-        yield GaugeMetricFamily(f"{PREFIX}_spec_acceptance_rate",
-                                "Accepted / proposed speculative tokens", value=rate)
+        yield GaugeMetricFamily(
+            f"{PREFIX}_spec_acceptance_rate", "Accepted / proposed speculative tokens", value=rate
+        )

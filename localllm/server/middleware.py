@@ -38,8 +38,11 @@ class AuthMiddleware:
         given = dict(scope["headers"]).get(b"authorization", b"")
         if hmac.compare_digest(given.strip(), self.expected):
             return await self.app(scope, receive, send)
-        msg = ("You didn't provide an API key: send 'Authorization: Bearer YOUR_KEY'" if not given
-               else "Incorrect API key provided")
+        msg = (
+            "You didn't provide an API key: send 'Authorization: Bearer YOUR_KEY'"
+            if not given
+            else "Incorrect API key provided"
+        )
         await _send_error(send, APIError(401, msg, code="invalid_api_key"))
 
 
@@ -51,8 +54,9 @@ class BodyLimitMiddleware:
         self.max_bytes = max_bytes
 
     def _too_large(self) -> APIError:
-        return APIError(413, f"request body larger than {self.max_bytes} bytes",
-                        code="request_too_large")
+        return APIError(
+            413, f"request body larger than {self.max_bytes} bytes", code="request_too_large"
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

@@ -30,8 +30,12 @@ class Job:
 
 def check_model(settings: ServerSettings, name: str | None) -> None:
     if not settings.serves(name):
-        raise APIError(404, f"The model '{name}' does not exist; this server serves "
-                       f"'{settings.model_name}'", code="model_not_found", param="model")
+        raise APIError(
+            404,
+            f"The model '{name}' does not exist; this server serves '{settings.model_name}'",
+            code="model_not_found",
+            param="model",
+        )
 
 
 def check_n(settings: ServerSettings, n: int) -> None:
@@ -46,7 +50,8 @@ def max_tokens_for(prompt_len: int, requested: int | None, max_model_len: int) -
             f"This model's maximum context length is {max_model_len} tokens. However, your "
             f"prompt is {prompt_len} tokens, which leaves no room for a completion. Please "
             "reduce the length of the messages or prompt.",
-            code="context_length_exceeded", param="messages",
+            code="context_length_exceeded",
+            param="messages",
         )
     return left if requested is None else min(requested, left)
 
@@ -56,8 +61,9 @@ def choice_seed(seed: int | None, i: int) -> int | None:
     return None if seed is None else (seed + i) % UINT64_MOD
 
 
-def sampling_params(req: SamplingFields, max_tokens: int, logprobs: int | None,
-                    seed: int | None) -> SamplingParams:
+def sampling_params(
+    req: SamplingFields, max_tokens: int, logprobs: int | None, seed: int | None
+) -> SamplingParams:
     stop = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
     top_k = req.top_k if req.top_k is not None and req.top_k > 0 else 0
     return SamplingParams(
@@ -76,8 +82,13 @@ def sampling_params(req: SamplingFields, max_tokens: int, logprobs: int | None,
     )
 
 
-def build_jobs(req: SamplingFields, prompts: list[list[int]], max_model_len: int,
-               requested_max: int | None, logprobs: int | None) -> list[Job]:
+def build_jobs(
+    req: SamplingFields,
+    prompts: list[list[int]],
+    max_model_len: int,
+    requested_max: int | None,
+    logprobs: int | None,
+) -> list[Job]:
     """n jobs per prompt; choice index = prompt_index * n + i."""
     jobs = []
     for p, ids in enumerate(prompts):

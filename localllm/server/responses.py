@@ -20,8 +20,13 @@ def new_id(prefix: str) -> str:
 
 
 def envelope(rid: str, obj: str, model: str, created: int | None = None) -> dict[str, Any]:
-    return {"id": rid, "object": obj, "created": created or int(time.time()), "model": model,
-            "system_fingerprint": FINGERPRINT}
+    return {
+        "id": rid,
+        "object": obj,
+        "created": created or int(time.time()),
+        "model": model,
+        "system_fingerprint": FINGERPRINT,
+    }
 
 
 def usage_body(usages: list[Usage | None], n: int) -> dict[str, Any]:
@@ -30,9 +35,12 @@ def usage_body(usages: list[Usage | None], n: int) -> dict[str, Any]:
     prompt = sum(u.prompt_tokens for u in per_prompt)
     cached = sum(u.cached_tokens for u in per_prompt)
     completion = sum(u.completion_tokens for u in usages if u is not None)
-    return {"prompt_tokens": prompt, "completion_tokens": completion,
-            "total_tokens": prompt + completion,
-            "prompt_tokens_details": {"cached_tokens": cached}}
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": cached},
+    }
 
 
 def _lp(v: float) -> float:
@@ -65,17 +73,27 @@ def completion_logprobs(lps: list[TokenLogprob], offset: int = 0) -> dict[str, A
     }
 
 
-def chat_choice(index: int, text: str, finish: str | None,
-                logprobs: dict[str, Any] | None) -> dict[str, Any]:
-    return {"index": index, "message": {"role": "assistant", "content": text, "refusal": None},
-            "logprobs": logprobs, "finish_reason": finish}
+def chat_choice(
+    index: int, text: str, finish: str | None, logprobs: dict[str, Any] | None
+) -> dict[str, Any]:
+    return {
+        "index": index,
+        "message": {"role": "assistant", "content": text, "refusal": None},
+        "logprobs": logprobs,
+        "finish_reason": finish,
+    }
 
 
-def chat_chunk_choice(index: int, delta: dict[str, Any], finish: str | None = None,
-                      logprobs: dict[str, Any] | None = None) -> dict[str, Any]:
+def chat_chunk_choice(
+    index: int,
+    delta: dict[str, Any],
+    finish: str | None = None,
+    logprobs: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     return {"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": finish}
 
 
-def completion_choice(index: int, text: str, finish: str | None,
-                      logprobs: dict[str, Any] | None) -> dict[str, Any]:
+def completion_choice(
+    index: int, text: str, finish: str | None, logprobs: dict[str, Any] | None
+) -> dict[str, Any]:
     return {"index": index, "text": text, "logprobs": logprobs, "finish_reason": finish}

@@ -5,15 +5,15 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 
 from localllm.async_engine import AsyncEngine
 from localllm.core import TokenEvent
 from localllm.errors import RequestError
 from localllm.server import responses as R
+from localllm.server.context import Ctx, Engine
 from localllm.server.errors import error_body
-from localllm.server.context import ServerContext, get_context, get_engine
 from localllm.server.generation import check_event, collect, merged_events, primed
 from localllm.server.params import build_jobs, check_model, check_n
 from localllm.server.prompts import chat_prompt_ids
@@ -40,8 +40,7 @@ def _logprobs_n(req: ChatCompletionRequest) -> int | None:
 
 
 @router.post("/v1/chat/completions", response_model=None)
-async def chat_completions(req: ChatCompletionRequest, ctx: ServerContext = Depends(get_context),
-                           engine: AsyncEngine = Depends(get_engine)) -> Response:
+async def chat_completions(req: ChatCompletionRequest, ctx: Ctx, engine: Engine) -> Response:
     check_model(ctx.settings, req.model)
     check_n(ctx.settings, req.n)
     ids = chat_prompt_ids(engine.tokenizer, engine.chat_template, _messages(req))
@@ -57,16 +56,26 @@ async def chat_completions(req: ChatCompletionRequest, ctx: ServerContext = Depe
     results = await collect(events, req.n)
     out = R.envelope(rid, "chat.completion", model)
     out["choices"] = [
-        R.chat_choice(i, r.text, r.finish_reason,
-                      R.chat_logprobs(engine.tokenizer, r.logprobs) if req.logprobs else None)
+        R.chat_choice(
+            i,
+            r.text,
+            r.finish_reason,
+            R.chat_logprobs(engine.tokenizer, r.logprobs) if req.logprobs else None,
+        )
         for i, r in enumerate(results)
     ]
     out["usage"] = R.usage_body([r.usage for r in results], req.n)
     return JSONResponse(out)
 
 
-async def _stream(events: AsyncIterator[tuple[int, TokenEvent]], engine: AsyncEngine, rid: str,
-                  model: str, n: int, include_usage: bool) -> AsyncIterator[bytes]:
+async def _stream(
+    events: AsyncIterator[tuple[int, TokenEvent]],
+    engine: AsyncEngine,
+    rid: str,
+    model: str,
+    n: int,
+    include_usage: bool,
+) -> AsyncIterator[bytes]:
     head = R.envelope(rid, "chat.completion.chunk", model)
     if include_usage:
         head["usage"] = None
@@ -93,4 +102,3 @@ async def _stream(events: AsyncIterator[tuple[int, TokenEvent]], engine: AsyncEn
     if include_usage:
         yield sse_data({**head, "choices": [], "usage": R.usage_body(usages, n)})
     yield DONE
-

@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 
 from localllm.async_engine import AsyncEngine
 from localllm.core import TokenEvent
 from localllm.errors import RequestError
 from localllm.server import responses as R
-from localllm.server.context import ServerContext, get_context, get_engine
+from localllm.server.context import Ctx, Engine
 from localllm.server.errors import error_body
 from localllm.server.generation import check_event, collect, merged_events, primed
 from localllm.server.params import build_jobs, check_model, check_n
@@ -37,22 +37,21 @@ def _echo_texts(req: CompletionRequest, engine: AsyncEngine, prompts: list[list[
     if not req.echo:
         return [""] * len(prompts)
     if req.logprobs is not None:
-        raise RequestError("echo with logprobs is not supported (no prompt logprobs)",
-                           param="echo")
+        raise RequestError("echo with logprobs is not supported (no prompt logprobs)", param="echo")
     if req.suffix is not None:
         raise RequestError("echo cannot be combined with suffix", param="echo")
     return [engine.tokenizer.decode(ids) for ids in prompts]
 
 
 @router.post("/v1/completions", response_model=None)
-async def completions(req: CompletionRequest, ctx: ServerContext = Depends(get_context),
-                      engine: AsyncEngine = Depends(get_engine)) -> Response:
+async def completions(req: CompletionRequest, ctx: Ctx, engine: Engine) -> Response:
     check_model(ctx.settings, req.model)
     check_n(ctx.settings, req.n)
     prompts = _prompts(req, engine)
     if len(prompts) * req.n > MAX_CHOICES:
-        raise RequestError(f"at most {MAX_CHOICES} choices (prompts x n) per request",
-                           param="prompt")
+        raise RequestError(
+            f"at most {MAX_CHOICES} choices (prompts x n) per request", param="prompt"
+        )
     echo = _echo_texts(req, engine, prompts)
     jobs = build_jobs(req, prompts, engine.max_model_len, req.max_tokens, req.logprobs)
     rid = R.new_id("cmpl")
@@ -66,17 +65,26 @@ async def completions(req: CompletionRequest, ctx: ServerContext = Depends(get_c
     results = await collect(events, n_choices)
     out = R.envelope(rid, "text_completion", model)
     out["choices"] = [
-        R.completion_choice(i, echo[i // req.n] + r.text, r.finish_reason,
-                            R.completion_logprobs(r.logprobs) if req.logprobs is not None
-                            else None)
+        R.completion_choice(
+            i,
+            echo[i // req.n] + r.text,
+            r.finish_reason,
+            R.completion_logprobs(r.logprobs) if req.logprobs is not None else None,
+        )
         for i, r in enumerate(results)
     ]
     out["usage"] = R.usage_body([r.usage for r in results], req.n)
     return JSONResponse(out)
 
 
-async def _stream(events: AsyncIterator[tuple[int, TokenEvent]], rid: str, model: str, n: int,
-                  starts: list[str], include_usage: bool) -> AsyncIterator[bytes]:
+async def _stream(
+    events: AsyncIterator[tuple[int, TokenEvent]],
+    rid: str,
+    model: str,
+    n: int,
+    starts: list[str],
+    include_usage: bool,
+) -> AsyncIterator[bytes]:
     head = R.envelope(rid, "text_completion", model)
     if include_usage:
         head["usage"] = None

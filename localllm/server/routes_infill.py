@@ -9,16 +9,16 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 
 from localllm.async_engine import AsyncEngine
 from localllm.core import SamplingParams, TokenEvent
-from localllm.server.context import ServerContext, get_context, get_engine
+from localllm.server.context import Ctx, Engine
 from localllm.server.errors import error_body
 from localllm.server.generation import ChoiceResult, check_event, collect, merged_events, primed
 from localllm.server.params import Job, check_model, max_tokens_for
-from localllm.server.prompts import text_ids, extra_context_ids, fim_layout, fit_fim
+from localllm.server.prompts import extra_context_ids, fim_layout, fit_fim, text_ids
 from localllm.server.responses import new_id
 from localllm.server.schemas import InfillRequest
 from localllm.server.sse import EventStreamResponse, sse_data
@@ -40,16 +40,21 @@ def infill_prompt(engine: AsyncEngine, req: InfillRequest, reserve: int) -> tupl
 
 def _params(req: InfillRequest, max_tokens: int) -> SamplingParams:
     return SamplingParams(
-        max_tokens=max_tokens, temperature=req.temperature, top_p=req.top_p,
-        top_k=max(req.top_k, 0), min_p=req.min_p, repetition_penalty=req.repeat_penalty,
-        presence_penalty=req.presence_penalty, frequency_penalty=req.frequency_penalty,
-        seed=None if req.seed < 0 else req.seed, stop=list(req.stop),
+        max_tokens=max_tokens,
+        temperature=req.temperature,
+        top_p=req.top_p,
+        top_k=max(req.top_k, 0),
+        min_p=req.min_p,
+        repetition_penalty=req.repeat_penalty,
+        presence_penalty=req.presence_penalty,
+        frequency_penalty=req.frequency_penalty,
+        seed=None if req.seed < 0 else req.seed,
+        stop=list(req.stop),
     )
 
 
 @router.post("/infill", response_model=None)
-async def infill(req: InfillRequest, ctx: ServerContext = Depends(get_context),
-                 engine: AsyncEngine = Depends(get_engine)) -> Response:
+async def infill(req: InfillRequest, ctx: Ctx, engine: Engine) -> Response:
     check_model(ctx.settings, req.model)
     wanted = req.max_tokens or (req.n_predict if req.n_predict > 0 else None)
     reserve = min(wanted or DEFAULT_RESERVE, engine.max_model_len // 2)
@@ -64,8 +69,7 @@ async def infill(req: InfillRequest, ctx: ServerContext = Depends(get_context),
     return JSONResponse({**body, **_summary(engine, model, result, truncated)})
 
 
-def _summary(engine: AsyncEngine, model: str, r: ChoiceResult, truncated: bool
-             ) -> dict[str, Any]:
+def _summary(engine: AsyncEngine, model: str, r: ChoiceResult, truncated: bool) -> dict[str, Any]:
     """The closing fields llama.cpp sends: why it stopped, token counts and timings."""
     usage, stats = r.usage, r.stats or {}
     prompt_n = usage.prompt_tokens if usage else 0
@@ -76,18 +80,25 @@ def _summary(engine: AsyncEngine, model: str, r: ChoiceResult, truncated: bool
     ttft, tpot = stats.get("ttft") or 0.0, stats.get("tpot") or 0.0
     gen_ms = tpot * max(predicted - 1, 0) * 1000
     return {
-        "model": model, "stop_type": stop_type, "truncated": truncated,
-        "tokens_predicted": predicted, "tokens_evaluated": prompt_n, "tokens_cached": cached,
+        "model": model,
+        "stop_type": stop_type,
+        "truncated": truncated,
+        "tokens_predicted": predicted,
+        "tokens_evaluated": prompt_n,
+        "tokens_cached": cached,
         "timings": {
-            "prompt_n": prompt_n - cached, "prompt_ms": ttft * 1000,
-            "predicted_n": predicted, "predicted_ms": gen_ms,
+            "prompt_n": prompt_n - cached,
+            "prompt_ms": ttft * 1000,
+            "predicted_n": predicted,
+            "predicted_ms": gen_ms,
             "predicted_per_second": (predicted - 1) / (gen_ms / 1000) if gen_ms > 0 else 0.0,
         },
     }
 
 
-async def _stream(events: AsyncIterator[tuple[int, TokenEvent]], engine: AsyncEngine,
-                  model: str, truncated: bool) -> AsyncIterator[bytes]:
+async def _stream(
+    events: AsyncIterator[tuple[int, TokenEvent]], engine: AsyncEngine, model: str, truncated: bool
+) -> AsyncIterator[bytes]:
     """llama.cpp's native stream: `data: {"content", "stop": false}` ..., then a final
     `stop: true` event with the summary (no [DONE] line on this endpoint)."""
     r = ChoiceResult()
@@ -100,7 +111,8 @@ async def _stream(events: AsyncIterator[tuple[int, TokenEvent]], engine: AsyncEn
                 last = {"content": ev.text, "tokens": ev.token_ids, "stop": True, "index": 0}
                 yield sse_data({**last, **_summary(engine, model, r, truncated)})
             elif ev.text:
-                yield sse_data({"content": ev.text, "tokens": ev.token_ids, "stop": False,
-                                "index": 0})
+                yield sse_data(
+                    {"content": ev.text, "tokens": ev.token_ids, "stop": False, "index": 0}
+                )
     except Exception as e:  # noqa: BLE001 - the status line is sent: report in-band
         yield sse_data(error_body(e))

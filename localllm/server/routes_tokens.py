@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 
 from localllm.async_engine import AsyncEngine
 from localllm.errors import RequestError
-from localllm.server.context import ServerContext, get_context, get_engine
+from localllm.server.context import Ctx, Engine
 from localllm.server.params import check_model
 from localllm.server.prompts import chat_prompt_ids
 from localllm.server.schemas import DetokenizeRequest, TokenizeRequest
@@ -29,8 +29,7 @@ def _ids(req: TokenizeRequest, engine: AsyncEngine) -> list[int]:
 
 
 @router.post("/tokenize")
-async def tokenize(req: TokenizeRequest, ctx: ServerContext = Depends(get_context),
-                   engine: AsyncEngine = Depends(get_engine)) -> dict[str, Any]:
+async def tokenize(req: TokenizeRequest, ctx: Ctx, engine: Engine) -> dict[str, Any]:
     check_model(ctx.settings, req.model)
     ids = _ids(req, engine)
     tokens: list[Any] = ids
@@ -40,8 +39,7 @@ async def tokenize(req: TokenizeRequest, ctx: ServerContext = Depends(get_contex
 
 
 @router.post("/detokenize")
-async def detokenize(req: DetokenizeRequest, ctx: ServerContext = Depends(get_context),
-                     engine: AsyncEngine = Depends(get_engine)) -> dict[str, Any]:
+async def detokenize(req: DetokenizeRequest, ctx: Ctx, engine: Engine) -> dict[str, Any]:
     check_model(ctx.settings, req.model)
     text = engine.tokenizer.decode(req.tokens)
     return {"content": text, "prompt": text}

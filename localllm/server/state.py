@@ -18,8 +18,11 @@ log = logging.getLogger("localllm.server")
 
 
 class EngineHolder:
-    def __init__(self, load: Callable[[], AsyncEngine],
-                 on_error: Callable[[BaseException], None] | None = None) -> None:
+    def __init__(
+        self,
+        load: Callable[[], AsyncEngine],
+        on_error: Callable[[BaseException], None] | None = None,
+    ) -> None:
         self._load = load
         self._on_error = on_error
         self._engine: AsyncEngine | None = None
@@ -66,8 +69,9 @@ class EngineHolder:
         if self._engine is not None:
             return self._engine
         if self.status.state == "error":
-            raise APIError(503, f"the model failed to load: {self.status.error}",
-                           code="model_load_failed")
+            raise APIError(
+                503, f"the model failed to load: {self.status.error}", code="model_load_failed"
+            )
         raise APIError(503, "the model is still loading; retry shortly", code="model_loading")
 
     def close(self) -> None:
