@@ -97,3 +97,24 @@ def test_disconnect_mid_stream_aborts_and_frees_blocks(server):
     assert s["requests_aborted"] == before["requests_aborted"] + 1
     assert s["requests_finished"] == before["requests_finished"]
     assert s["blocks_free"] == s["blocks_total"]
+
+
+def test_non_streaming_client_timeout_aborts(server):
+    before = stats(server)
+    body = {
+        "prompt": "Once upon a time",
+        "max_tokens": 240,
+        "temperature": 0,
+        "ignore_eos": True,
+        "n": 4,
+    }
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(
+            server.url + "/v1/completions",
+            json=body,
+            timeout=0.3,
+            headers={"Authorization": f"Bearer {KEY}"},
+        )
+    s = wait_idle(server)
+    assert s["requests_aborted"] == before["requests_aborted"] + 4
+    assert s["requests_finished"] == before["requests_finished"]

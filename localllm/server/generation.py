@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import anyio
+from starlette.requests import Request
 
 from localllm.async_engine import AsyncEngine
 from localllm.core import TokenEvent, TokenLogprob, Usage
@@ -98,6 +99,24 @@ def check_event(ev: TokenEvent) -> None:
 
 
 async def collect(
+    events: AsyncIterator[tuple[int, TokenEvent]], n_choices: int, request: Request
+) -> list[ChoiceResult]:
+    """All choices of a non-streaming request; a client that hangs up first aborts them."""
+    work = asyncio.ensure_future(_gather(events, n_choices))
+
+    async def watch() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+        work.cancel()
+
+    watcher = asyncio.create_task(watch())
+    try:
+        return await work
+    finally:
+        watcher.cancel()
+
+
+async def _gather(
     events: AsyncIterator[tuple[int, TokenEvent]], n_choices: int
 ) -> list[ChoiceResult]:
     results = [ChoiceResult() for _ in range(n_choices)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from localllm.async_engine import AsyncEngine
@@ -40,7 +40,9 @@ def _logprobs_n(req: ChatCompletionRequest) -> int | None:
 
 
 @router.post("/v1/chat/completions", response_model=None)
-async def chat_completions(req: ChatCompletionRequest, ctx: Ctx, engine: Engine) -> Response:
+async def chat_completions(
+    req: ChatCompletionRequest, request: Request, ctx: Ctx, engine: Engine
+) -> Response:
     check_model(ctx.settings, req.model)
     check_n(ctx.settings, req.n)
     ids = chat_prompt_ids(engine.tokenizer, engine.chat_template, _messages(req))
@@ -53,7 +55,7 @@ async def chat_completions(req: ChatCompletionRequest, ctx: Ctx, engine: Engine)
         include_usage = bool(req.stream_options and req.stream_options.include_usage)
         body = _stream(await primed(events), engine, rid, model, req.n, include_usage)
         return EventStreamResponse(body)
-    results = await collect(events, req.n)
+    results = await collect(events, req.n, request)
     out = R.envelope(rid, "chat.completion", model)
     out["choices"] = [
         R.chat_choice(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from localllm.async_engine import AsyncEngine
@@ -44,7 +44,9 @@ def _echo_texts(req: CompletionRequest, engine: AsyncEngine, prompts: list[list[
 
 
 @router.post("/v1/completions", response_model=None)
-async def completions(req: CompletionRequest, ctx: Ctx, engine: Engine) -> Response:
+async def completions(
+    req: CompletionRequest, request: Request, ctx: Ctx, engine: Engine
+) -> Response:
     check_model(ctx.settings, req.model)
     check_n(ctx.settings, req.n)
     prompts = _prompts(req, engine)
@@ -62,7 +64,7 @@ async def completions(req: CompletionRequest, ctx: Ctx, engine: Engine) -> Respo
         starts = [echo[i // req.n] for i in range(n_choices)]
         body = _stream(await primed(events), rid, model, req.n, starts, include_usage)
         return EventStreamResponse(body)
-    results = await collect(events, n_choices)
+    results = await collect(events, n_choices, request)
     out = R.envelope(rid, "text_completion", model)
     out["choices"] = [
         R.completion_choice(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from localllm.async_engine import AsyncEngine
@@ -54,7 +54,7 @@ def _params(req: InfillRequest, max_tokens: int) -> SamplingParams:
 
 
 @router.post("/infill", response_model=None)
-async def infill(req: InfillRequest, ctx: Ctx, engine: Engine) -> Response:
+async def infill(req: InfillRequest, request: Request, ctx: Ctx, engine: Engine) -> Response:
     check_model(ctx.settings, req.model)
     wanted = req.max_tokens or (req.n_predict if req.n_predict > 0 else None)
     reserve = min(wanted or DEFAULT_RESERVE, engine.max_model_len // 2)
@@ -64,7 +64,7 @@ async def infill(req: InfillRequest, ctx: Ctx, engine: Engine) -> Response:
     model = ctx.settings.model_name
     if req.stream:
         return EventStreamResponse(_stream(await primed(events), engine, model, truncated))
-    (result,) = await collect(events, 1)
+    (result,) = await collect(events, 1, request)
     body = {"content": result.text, "tokens": result.token_ids, "stop": True, "index": 0}
     return JSONResponse({**body, **_summary(engine, model, result, truncated)})
 
