@@ -47,26 +47,22 @@ _FORMATS: dict[str, QFormat] = {
 
 
 @triton.jit
-def _tile(acc, FMT: tl.constexpr, p0, p1, p2, p3, p4, rows, g0, g_hi, G,
-          xb, stride_xm, offs_m, mask_m, wo, mask_n,
-          MODE: tl.constexpr, BN: tl.constexpr, NG: tl.constexpr, W: tl.constexpr,
-          F: tl.constexpr, QB: tl.constexpr, QC: tl.constexpr, HAS_MIN: tl.constexpr,
-          MASKED: tl.constexpr):  # fmt: skip
-    """Load groups [g0, g0 + NG) of the rows and consume them (host dispatch: _FORMATS)."""
+def _load_tile(FMT: tl.constexpr, p0, p1, p2, p3, p4, rows, g0, g_hi, G, NG: tl.constexpr):
+    """Planes of groups [g0, g0 + NG) of the rows, masked to g < g_hi (host dispatch: _FORMATS):
+    (words, extra, scale0, mins0, scale1, mins1), see `qlinear_legacy_triton`."""
     g = g0 + tl.arange(0, NG)  # [NG]
     gmask = g < g_hi
     if FMT == 0:
-        words, extra, s0, m0, s1, m1 = _load_q8_0(p0, p1, p2, p3, p4, rows, g, gmask, G, MASKED)
+        tile = _load_q8_0(p0, p1, p2, p3, p4, rows, g, gmask, G, True)
     elif FMT == 1:
-        words, extra, s0, m0, s1, m1 = _load_q4_0(p0, p1, p2, p3, p4, rows, g, gmask, G, MASKED)
+        tile = _load_q4_0(p0, p1, p2, p3, p4, rows, g, gmask, G, True)
     elif FMT == 2:
-        words, extra, s0, m0, s1, m1 = _load_q4_k(p0, p1, p2, p3, p4, rows, g, gmask, G, MASKED)
+        tile = _load_q4_k(p0, p1, p2, p3, p4, rows, g, gmask, G, True)
     elif FMT == 3:
-        words, extra, s0, m0, s1, m1 = _load_q5_k(p0, p1, p2, p3, p4, rows, g, gmask, G, MASKED)
+        tile = _load_q5_k(p0, p1, p2, p3, p4, rows, g, gmask, G, True)
     else:
-        words, extra, s0, m0, s1, m1 = _load_q6_k(p0, p1, p2, p3, p4, rows, g, gmask, G, MASKED)
-    return _consume(acc, FMT, words, extra, s0, m0, s1, m1, g, g_hi, xb, stride_xm, offs_m,
-                    mask_m, wo, mask_n, MODE, BN, NG, W, F, QB, QC, HAS_MIN, MASKED)  # fmt: skip
+        tile = _load_q6_k(p0, p1, p2, p3, p4, rows, g, gmask, G, True)
+    return tile
 
 
 @triton.jit
@@ -96,14 +92,18 @@ def _qlinear_kernel(
         acc = tl.zeros([BM, BN], dtype=tl.float32)
     g_lo = pid_k * per_split
     g_hi = tl.minimum(g_lo + per_split, G)
-    n_full = tl.maximum(g_hi - g_lo, 0) // NG
-    for i in range(n_full):
-        acc = _tile(acc, FMT, p0, p1, p2, p3, p4, rows, g_lo + i * NG, g_hi, G, xb, stride_xm,
-                    offs_m, mask_m, wo, mask_n, MODE, BN, NG, W, F, QB, QC, HAS_MIN, False)  # fmt: skip
-    if g_lo + n_full * NG < g_hi:  # K tail
-        acc = _tile(acc, FMT, p0, p1, p2, p3, p4, rows, g_lo + n_full * NG, g_hi, G, xb,
-                    stride_xm, offs_m, mask_m, wo, mask_n, MODE, BN, NG, W, F, QB, QC, HAS_MIN,
-                    True)  # fmt: skip
+    n_steps = tl.cdiv(tl.maximum(g_hi - g_lo, 0), NG)
+    # software pipelining by hand: the loads of step i + 1 are in flight while step i computes
+    # (the last prefetch is fully masked off and reads nothing)
+    w, e, s0, m0, s1, m1 = _load_tile(FMT, p0, p1, p2, p3, p4, rows, g_lo, g_hi, G, NG)
+    for i in range(n_steps):
+        g0 = g_lo + i * NG
+        nw, ne, ns0, nm0, ns1, nm1 = _load_tile(FMT, p0, p1, p2, p3, p4, rows, g0 + NG, g_hi, G,
+                                                NG)  # fmt: skip
+        acc = _consume(acc, FMT, w, e, s0, m0, s1, m1, g0 + tl.arange(0, NG), g_hi, xb,
+                       stride_xm, offs_m, mask_m, wo, mask_n, MODE, BN, NG, W, F, QB, QC,
+                       HAS_MIN, True)  # fmt: skip
+        w, e, s0, m0, s1, m1 = nw, ne, ns0, nm0, ns1, nm1
     if MODE != 2:
         if MODE == 0:
             res = tl.sum(acc, axis=1)[None, :]  # [1, BN]
@@ -160,11 +160,11 @@ def group_size(fmt: str) -> int:
 # T == 1: (rows per program, warps) per format; each thread holds one group of every row per
 # step (tile = 32 * warps groups), so more rows per program reuse more of x per load
 _VEC_TABLE: dict[str, tuple[int, int]] = {
-    "q8_0": (8, 4),
-    "q4_0": (8, 4),
-    "q4_k": (8, 4),
-    "q5_k": (8, 4),
-    "q6_k": (4, 4),
+    "q8_0": (4, 2),
+    "q4_0": (4, 2),
+    "q4_k": (4, 2),
+    "q5_k": (4, 2),
+    "q6_k": (4, 2),
 }
 
 
@@ -179,7 +179,7 @@ def pick_config(fmt: str, n: int, k: int, t: int, device: torch.device) -> QLine
         tile = _fit_tile(32 * warps * group_size(fmt), k)
         cfg = QLinearConfig(MODE_VEC, 1, bn, tile, warps=warps, stages=1)
     else:
-        cfg = QLinearConfig(MODE_DOT, 16, 32, _fit_tile(256, k), warps=4, stages=2)
+        cfg = QLinearConfig(MODE_DOT, 16, 64, _fit_tile(256, k), warps=4, stages=2)
     return _with_split(cfg, n, k, device)
 
 
