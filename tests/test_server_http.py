@@ -227,6 +227,13 @@ def test_malformed_json_and_non_json(http):
         ),
         400,
     )
+    # curl -d sends JSON as form data: it is read as JSON anyway, as llama.cpp does
+    r = http.post(
+        "/tokenize",
+        content=b'{"content": "Once"}',
+        headers={"content-type": "application/x-www-form-urlencoded"},
+    )
+    assert r.status_code == 200 and r.json()["count"] >= 1
     still_serving(http)
 
 

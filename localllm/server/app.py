@@ -22,7 +22,12 @@ from localllm.server import (
 from localllm.server.context import ServerContext
 from localllm.server.errors import install_error_handlers
 from localllm.server.metrics import ServerMetrics, engine_snapshot
-from localllm.server.middleware import AuthMiddleware, BodyLimitMiddleware, RequestCountMiddleware
+from localllm.server.middleware import (
+    AuthMiddleware,
+    BodyLimitMiddleware,
+    JsonBodyMiddleware,
+    RequestCountMiddleware,
+)
 from localllm.server.settings import ServerSettings
 from localllm.server.state import EngineHolder
 
@@ -61,7 +66,8 @@ def create_app(
     for module in ROUTERS:
         app.include_router(module.router)
     install_error_handlers(app)
-    # added innermost first: requests pass counting -> CORS -> auth -> body limit -> routes
+    # added innermost first: requests pass counting -> CORS -> auth -> body limit -> JSON -> routes
+    app.add_middleware(JsonBodyMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     if settings.api_key is not None:
         app.add_middleware(AuthMiddleware, api_key=settings.api_key)

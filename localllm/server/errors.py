@@ -88,12 +88,6 @@ def from_validation_error(e: RequestValidationError) -> APIError:
         return APIError(
             400, f"We could not parse the JSON body of your request: {detail}", code="invalid_json"
         )
-    if isinstance(first.get("input"), bytes | bytearray):  # not parsed: not sent as JSON
-        return APIError(
-            400,
-            "The request body must be JSON (send Content-Type: application/json)",
-            code="invalid_json",
-        )
     param = _loc_param(tuple(first.get("loc", ())))
     msg = f"Invalid '{param}': {first.get('msg')}" if param else str(first.get("msg"))
     if len(errors) > 1:

@@ -85,6 +85,20 @@ class _BodyTooLarge(StarletteHTTPException):
         super().__init__(413, "request body too large")
 
 
+class JsonBodyMiddleware:
+    """Every POST body here is JSON: read it as JSON whatever Content-Type says (curl -d sends
+    form encoding), as llama.cpp's server does."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            headers = [(k, v) for k, v in scope["headers"] if k != b"content-type"]
+            scope = {**scope, "headers": [*headers, (b"content-type", b"application/json")]}
+        await self.app(scope, receive, send)
+
+
 class RequestCountMiddleware:
     """Counts responses by route template and status (unknown paths as "other")."""
 
