@@ -6,8 +6,12 @@ import argparse
 import logging
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from localllm.cli_args import add_engine_args, engine_config
+
+if TYPE_CHECKING:
+    from localllm.server.settings import ServerSettings
 
 log = logging.getLogger("localllm.server")
 
@@ -44,7 +48,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def settings_from_args(args: argparse.Namespace):  # -> ServerSettings (import kept lazy)
+def settings_from_args(args: argparse.Namespace) -> ServerSettings:
     from localllm.server.settings import ServerSettings
 
     path = Path(args.model)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -36,4 +36,3 @@ class LoadStatus:
     state: str = "loading"
     error: str | None = None
     seconds: float | None = None
-    extra: dict = field(default_factory=dict)
