@@ -115,6 +115,52 @@ def bench_parallel(engine, seqs: int, prompt: int, gen: int) -> dict:
             "total_s": total, "e2e_tok_s": got / total, "decode_tok_s": (got - seqs) / (total - ttft)}
 
 
+def _ttft(engine, prompt: list[int]) -> float:
+    return _run(engine, [prompt], 1)[0]
+
+
+def bench_prefix_ttft(engine) -> dict:
+    """TTFT of a 4000-token prompt: cold, then with its first 3900 tokens in the prefix cache."""
+    rng = random.Random(7)
+    V, bos = engine.model_cfg.vocab_size, engine.tokenizer.bos_id
+    _ttft(engine, _rand_prompt(rng, V, 4000, bos))  # warm-up
+    cold = _ttft(engine, _rand_prompt(rng, V, 4000, bos))
+    base = _rand_prompt(rng, V, 3900, bos)
+    _ttft(engine, base)  # fills the cache with the 3900-token prefix
+    warm = _ttft(engine, base + [rng.randrange(3, V) for _ in range(100)])
+    return {"cold_ms": 1000 * cold, "warm_ms": 1000 * warm, "ratio": warm / cold}
+
+
+def _step_gaps(engine, ids: set[str], steps: int) -> list[float]:
+    gaps, last = [], time.perf_counter()
+    for _ in range(steps):
+        evs = engine.step()
+        now = time.perf_counter()
+        if any(ev.request_id in ids and ev.token_ids for ev in evs):
+            gaps.append(now - last)
+            last = now
+    return gaps
+
+
+def bench_itl(engine) -> dict:
+    """p99 gap between tokens of 8 running streams, unloaded and while 8000 tokens prefill."""
+    rng = random.Random(11)
+    V, bos = engine.model_cfg.vocab_size, engine.tokenizer.bos_id
+    params = SamplingParams(max_tokens=3000, temperature=0.0, ignore_eos=True)
+    ids = {engine.add_request(_rand_prompt(rng, V, 128, bos), params) for _ in range(8)}
+    _step_gaps(engine, ids, 20)
+    unloaded = sorted(_step_gaps(engine, ids, 100))
+    long_id = engine.add_request(_rand_prompt(rng, V, 8000, bos), SamplingParams(max_tokens=1, ignore_eos=True))
+    loaded = []
+    while long_id in engine.requests:
+        loaded += _step_gaps(engine, ids, 1)
+    for rid in ids:
+        engine.abort(rid)
+    p99 = lambda xs: sorted(xs)[max(0, int(0.99 * len(xs)) - 1)]
+    return {"unloaded_p99_ms": 1000 * p99(unloaded), "loaded_p99_ms": 1000 * p99(loaded),
+            "loaded_steps": len(loaded)}
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="measure prefill/decode speed (llama-bench style)")
     add_engine_args(p)
@@ -124,6 +170,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--parallel", type=str, default="", help="comma list of concurrent sequences")
     p.add_argument("--parallel-prompt", type=int, default=128)
     p.add_argument("--parallel-gen", type=int, default=128)
+    p.add_argument("--profile", type=str, default="",
+                   help="comma list of batch sizes to profile per kernel category (CUDA)")
+    p.add_argument("--prefix-test", action="store_true",
+                   help="TTFT of a 4000-token prompt whose first 3900 tokens are cached vs cold")
+    p.add_argument("--itl-test", action="store_true",
+                   help="p99 inter-token latency of 8 streams while an 8000-token prompt prefills")
     p.add_argument("--json", type=str, default=None, help="write results to this file")
     p.set_defaults(func=run)
 
@@ -135,10 +187,10 @@ def run(args: argparse.Namespace) -> int:
     model = resolve_model(args.model)
     par = [int(x) for x in args.parallel.split(",") if x]
     cfg = engine_config(
-        args, model=model, enable_prefix_caching=False,
+        args, model=model,
         max_num_batched_tokens=max(args.max_num_batched_tokens, args.n_prompt),
         max_num_seqs=max([args.max_num_seqs, *par]),
-        max_model_len=args.max_model_len or 4096,
+        max_model_len=args.max_model_len or (8192 + 256 if args.itl_test else 4096 + 256),
     )
     engine = LLMEngine(cfg)
     r = engine.runner
@@ -162,6 +214,23 @@ def run(args: argparse.Namespace) -> int:
         res["parallel"].append(out)
         print(f"parallel {n}: {out['decode_tok_s']:.0f} generated tok/s in decode, "
               f"{out['e2e_tok_s']:.0f} end to end")
+    for b in [int(x) for x in args.profile.split(",") if x]:
+        from localllm.bench_profile import format_profile, profile_decode
+
+        prof = profile_decode(engine, b)
+        res.setdefault("profile", []).append(prof)
+        print(format_profile(prof))
+    if args.prefix_test:
+        res["prefix"] = bench_prefix_ttft(engine)
+        p = res["prefix"]
+        print(f"prefix cache: 4000-token prompt TTFT cold {p['cold_ms']:.1f} ms, with 3900 cached "
+              f"{p['warm_ms']:.1f} ms ({100 * p['ratio']:.1f}% of cold)")
+    if args.itl_test:
+        res["itl"] = bench_itl(engine)
+        i = res["itl"]
+        print(f"inter-token latency of 8 streams: p99 {i['unloaded_p99_ms']:.2f} ms unloaded, "
+              f"{i['loaded_p99_ms']:.2f} ms while an 8000-token prompt prefills "
+              f"({i['loaded_p99_ms'] / i['unloaded_p99_ms']:.2f}x)")
     print(f"[{res['device']}, weights {r.weight_bytes / 1e9:.2f} GB read per token, "
           f"copy bandwidth {bw / 1e12:.2f} TB/s, kv {r.kv_dtype}]")
     if args.json:

@@ -1,0 +1,65 @@
+"""Per-kernel time breakdown of decode steps (what a step spends in GEMV, attention, the rest,
+and how much of the wall time no kernel runs: launch gaps and host work)."""
+
+from __future__ import annotations
+
+import time
+
+from localllm.core import SamplingParams
+
+# kernel-name fragments -> category, first match wins
+CATEGORIES = (
+    ("qlinear", "weights (GEMV/GEMM)"),
+    ("dequant", "weights (GEMV/GEMM)"),
+    ("gemm", "weights (GEMV/GEMM)"),
+    ("gemv", "weights (GEMV/GEMM)"),
+    ("cutlass", "weights (GEMV/GEMM)"),
+    ("attn", "attention"),
+    ("merge", "attention"),
+    ("rope", "rope + KV store"),
+    ("rms_norm", "norms"),
+    ("silu", "silu*mul"),
+)
+
+
+def categorize(name: str) -> str:
+    low = name.lower()
+    return next((cat for frag, cat in CATEGORIES if frag in low), "other (sampling, embedding, copies)")
+
+
+def profile_decode(engine, batch: int, steps: int = 20) -> dict:
+    """Put `batch` sequences into decode, then profile `steps` engine steps."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    bos = engine.tokenizer.bos_id or 1
+    params = SamplingParams(max_tokens=steps + 40, temperature=0.0, ignore_eos=True)
+    ids = [engine.add_request([bos, 100 + i], params) for i in range(batch)]
+    for _ in range(10):  # prefill done, decode steps warm
+        engine.step()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            engine.step()
+        torch.cuda.synchronize()
+        wall = time.perf_counter() - t0
+    for rid in ids:
+        engine.abort(rid)
+    per_cat: dict[str, float] = {}
+    for ev in prof.key_averages():
+        t = getattr(ev, "device_time_total", None) or getattr(ev, "cuda_time_total", 0)
+        if t and ev.key and not ev.key.startswith("ProfilerStep"):
+            cat = categorize(ev.key)
+            per_cat[cat] = per_cat.get(cat, 0.0) + t / 1e6
+    busy = sum(per_cat.values())
+    out = {"batch": batch, "step_ms": 1000 * wall / steps,
+           "fractions": {k: v / wall for k, v in sorted(per_cat.items(), key=lambda kv: -kv[1])}}
+    out["fractions"]["idle (launch gaps, host)"] = max(0.0, 1 - busy / wall)
+    return out
+
+
+def format_profile(p: dict) -> str:
+    rows = [f"decode step at batch {p['batch']}: {p['step_ms']:.2f} ms"]
+    rows += [f"  {k:38s} {100 * v:5.1f}%" for k, v in p["fractions"].items()]
+    return "\n".join(rows)
