@@ -134,7 +134,10 @@ class AsyncEngine:
     def abort(self, request_id: str) -> None:
         """Stop a request now and free its blocks (no event is delivered for it)."""
         self._streams.pop(request_id, None)
-        self._commands.put(lambda: self.engine.abort(request_id))
+        def run() -> None:
+            self.engine.abort(request_id)
+
+        self._commands.put(run)
         self._wake.set()
 
     def run_sync(self, fn: Callable[[LLMEngine], Any]) -> Any:

@@ -46,4 +46,4 @@ def engine_config(args: argparse.Namespace, **overrides: object) -> EngineConfig
         speculative_tokens=args.speculative_tokens,
     )
     kw.update(overrides)
-    return EngineConfig(**kw)  # type: ignore[arg-type]
+    return EngineConfig(**kw)

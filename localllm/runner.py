@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -125,7 +126,8 @@ class ModelRunner:
         return self.kv.num_blocks * self.block_size
 
     # ---- batches ------------------------------------------------------------------------
-    def _build(self, input_ids: list[int], positions: list[int], slots: list[int],
+    def _build(self, input_ids: Sequence[int], positions: Sequence[int] | np.ndarray,
+               slots: Sequence[int] | np.ndarray,
                tables: list[list[int]], q_lens: list[int], seq_lens: list[int],
                logits_rows: list[int]) -> ForwardBatch:
         dev = self.device
@@ -151,7 +153,10 @@ class ModelRunner:
     def prepare(self, batch: ScheduledBatch) -> tuple[ForwardBatch, list[tuple[int, int]]]:
         bs = self.block_size
         ids: list[int] = []
-        tables, q_lens, seq_lens, logits_rows = [], [], [], []
+        tables: list[list[int]] = []
+        q_lens: list[int] = []
+        seq_lens: list[int] = []
+        logits_rows: list[int] = []
         rows: list[tuple[int, int]] = []
         pos_chunks = []
         for it in batch.items:
