@@ -157,14 +157,24 @@ def group_size(fmt: str) -> int:
     return _FORMATS[fmt].words * _FORMATS[fmt].fields
 
 
-# T == 1: (rows per program, warps) per format; each thread holds one group of every row per
-# step (tile = 32 * warps groups), so more rows per program reuse more of x per load
-_VEC_TABLE: dict[str, tuple[int, int]] = {
-    "q8_0": (4, 2),
-    "q4_0": (4, 2),
-    "q4_k": (4, 2),
-    "q5_k": (4, 2),
-    "q6_k": (4, 2),
+# T == 1: (rows per program, warps) for N <= 4096 and for larger N; each thread holds one
+# group of every row per step (tile = 32 * warps groups). From the H200 sweep
+# (scripts/bench_qlinear.py --sweep): 4 rows beat 2, 8 and 16 everywhere; 1 warp (4 K steps
+# at K=4096) wins on the tall matrices, 2 warps on the square ones.
+_VEC_TABLE: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {
+    "q8_0": ((4, 2), (4, 2)),
+    "q4_0": ((4, 2), (4, 1)),
+    "q4_k": ((4, 2), (4, 1)),
+    "q5_k": ((4, 2), (4, 1)),
+    "q6_k": ((4, 1), (4, 1)),
+}
+# 1 < T <= 16: (BN, warps) of the tensor-core path, 8 groups per step
+_DOT_TABLE: dict[str, tuple[int, int]] = {
+    "q8_0": (64, 4),
+    "q4_0": (128, 8),
+    "q4_k": (128, 8),
+    "q5_k": (128, 8),
+    "q6_k": (128, 4),
 }
 
 
@@ -175,11 +185,12 @@ def pick_config(fmt: str, n: int, k: int, t: int, device: torch.device) -> QLine
     if t > 16:  # dequantize to fp16 + cuBLAS: ~450 TFLOP/s vs ~35 for a fused GEMM
         return QLinearConfig(MODE_STORE, 1, 32, _fit_tile(256, k), warps=4)
     if t == 1:
-        bn, warps = _VEC_TABLE[fmt]
+        bn, warps = _VEC_TABLE[fmt][n > 4096]
         tile = _fit_tile(32 * warps * group_size(fmt), k)
         cfg = QLinearConfig(MODE_VEC, 1, bn, tile, warps=warps, stages=1)
     else:
-        cfg = QLinearConfig(MODE_DOT, 16, 64, _fit_tile(256, k), warps=4, stages=2)
+        bn, warps = _DOT_TABLE[fmt]
+        cfg = QLinearConfig(MODE_DOT, 16, bn, _fit_tile(8 * group_size(fmt), k), warps=warps)
     return _with_split(cfg, n, k, device)
 
 
