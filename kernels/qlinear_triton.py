@@ -4,8 +4,9 @@ One kernel, three modes (see `qlinear_core_triton`):
 - T == 1: MODE_VEC, a CUDA-core GEMV; each program owns BN output rows and streams their
   packed words once with 16-byte loads, NG groups of 32 elements per step, scales applied
   once per group; split-K over programs with fp32 atomics only when N is small.
-- 1 < T <= 16: MODE_DOT with BM = 16, every dequantized tile is reused by all T rows.
-- T > 16 (prefill): dequantize into an fp16 workspace with MODE_STORE and let cuBLAS
+- 1 < T <= 64 (batched decode, speculative verify, small chunks): MODE_DOT with BM = 16, 32
+  or 64, so every dequantized tile is read once and reused by all T rows.
+- T > 64 (prefill): dequantize into an fp16 workspace with MODE_STORE and let cuBLAS
   multiply (the fused GEMM remains selectable through `QLinearConfig`).
 The launch is CUDA-graph capturable: configs depend on shapes only, no host syncs.
 """
@@ -178,11 +179,16 @@ _DOT_TABLE: dict[str, tuple[int, int]] = {
 }
 
 
+# up to this many rows the fused tensor-core path beats dequantize + cuBLAS: it reads the
+# quantized weights once instead of writing and re-reading an fp16 copy of them
+DOT_MAX_T = 64
+
+
 def pick_config(fmt: str, n: int, k: int, t: int, device: torch.device) -> QLinearConfig:
     """Heuristic table keyed by (fmt, N, K, T bucket); no autotuning at engine start."""
     if fmt not in _FORMATS:
         raise ValueError(f"qlinear: no Triton kernel for format {fmt!r}")
-    if t > 16:  # dequantize to fp16 + cuBLAS: ~450 TFLOP/s vs ~35 for a fused GEMM
+    if t > DOT_MAX_T:  # dequantize to fp16 + cuBLAS: ~450 TFLOP/s vs ~35 for a fused GEMM
         return QLinearConfig(MODE_STORE, 1, 32, _fit_tile(256, k), warps=4)
     if t == 1:
         bn, warps = _VEC_TABLE[fmt][n > 4096]
@@ -190,7 +196,8 @@ def pick_config(fmt: str, n: int, k: int, t: int, device: torch.device) -> QLine
         cfg = QLinearConfig(MODE_VEC, 1, bn, tile, warps=warps, stages=1)
     else:
         bn, warps = _DOT_TABLE[fmt]
-        cfg = QLinearConfig(MODE_DOT, 16, bn, _fit_tile(8 * group_size(fmt), k), warps=warps)
+        bm = max(16, triton.next_power_of_2(t))  # one M block: the weights are read once
+        cfg = QLinearConfig(MODE_DOT, bm, bn, _fit_tile(8 * group_size(fmt), k), warps=warps)
     return _with_split(cfg, n, k, device)
 
 
