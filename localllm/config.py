@@ -79,6 +79,9 @@ class EngineConfig:
     num_kv_blocks: int | None = None  # override the measured pool size (tests, tiny pools)
     max_num_seqs: int = 64
     max_num_batched_tokens: int = 2048
+    # prefill tokens per step while other sequences decode; None = 32 with CUDA graphs (such a
+    # step replays a captured graph and stays close to a decode step), else unlimited
+    decode_prefill_chunk: int | None = None
     enable_prefix_caching: bool = True
     cuda_graphs: bool = True
     speculative_tokens: int = 0  # n-gram draft length; 0 disables speculation

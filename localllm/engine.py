@@ -52,12 +52,21 @@ class LLMEngine:
             model_id=f"{self.gguf.path}:{self.gguf.file_size}",
         )
         self.scheduler = Scheduler(
-            SchedulerConfig(cfg.max_num_seqs, cfg.max_num_batched_tokens, self.max_model_len),
+            SchedulerConfig(
+                cfg.max_num_seqs, cfg.max_num_batched_tokens, self.max_model_len,
+                decode_prefill_chunk=self._decode_prefill_chunk(),
+            ),
             self.block_manager,
         )
         self.sampler = Sampler(self.model_cfg.vocab_size, self.runner.device, seed=cfg.seed)
         self.requests: dict[str, _RequestState] = {}
         self.stats = EngineStats()
+
+    def _decode_prefill_chunk(self) -> int:
+        if self.cfg.decode_prefill_chunk is not None:
+            return self.cfg.decode_prefill_chunk
+        graphs = self.runner.graphs
+        return graphs.mixed_chunk if graphs is not None and graphs.enabled else 0
 
     # ---- requests -----------------------------------------------------------------------
     def add_request(self, prompt_ids: list[int], params: SamplingParams,

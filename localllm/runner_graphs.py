@@ -1,7 +1,15 @@
-"""CUDA graphs for decode-only batches: one graph per bucketed batch size, replayed each step.
+"""CUDA graphs for decode steps: one graph per bucketed batch size, replayed each step.
 
 At batch 1 on a fast GPU, kernel launch overhead is what separates us from the bandwidth
 ceiling; a graph replays the whole forward (and the logits GEMV) with one launch.
+
+Two kinds per bucket b:
+- decode: b sequences with one query token each (rows 0..b-1);
+- mixed: the same b decode rows plus one prefill chunk of up to C tokens (rows b..b+C-1,
+  left-padded: a chunk of C' < C tokens sits in the last C' rows, so that each query row's
+  position seq_len - C + i is right). The scheduler caps prefill at C tokens per step while
+  sequences decode, so a long prompt is prefilled without stalling the running streams.
+Padding rows write no KV (slot -1) and padding sequences have length 0.
 """
 
 from __future__ import annotations
@@ -15,30 +23,37 @@ from localllm.model.batch import ForwardBatch
 
 if TYPE_CHECKING:
     from localllm.runner import ModelRunner
-    from localllm.scheduler import ScheduledBatch
+    from localllm.scheduler import ScheduledBatch, ScheduledSeq
 
 log = logging.getLogger("localllm")
 
 BUCKETS = (1, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256)
+MIXED_CHUNK = 32  # prefill tokens in a mixed graph
+MIXED_MAX_TOKENS = 64  # mixed graphs only where b + chunk stays on the fused skinny-GEMM path
 
 
 class GraphRunner:
-    def __init__(self, runner: ModelRunner, max_batch: int) -> None:
+    def __init__(self, runner: ModelRunner, max_batch: int, mixed_chunk: int = MIXED_CHUNK) -> None:
         self.runner = runner
         self.buckets = [b for b in BUCKETS if b < max_batch] + [max_batch]
         self.max_batch = max_batch
+        self.mixed_chunk = mixed_chunk
+        self.mixed_buckets = [b for b in self.buckets if b + mixed_chunk <= MIXED_MAX_TOKENS]
         dev, mb = runner.device, runner.max_blocks_per_seq
-        self.ids = torch.zeros(max_batch, dtype=torch.int64, device=dev)  # [Bmax]
-        self.pos = torch.zeros(max_batch, dtype=torch.int64, device=dev)
-        self.slots = torch.full((max_batch,), -1, dtype=torch.int64, device=dev)
-        self.seq_lens = torch.zeros(max_batch, dtype=torch.int32, device=dev)
-        self.tables = torch.zeros((max_batch, mb), dtype=torch.int32, device=dev)  # [Bmax, max_blocks]
-        self.cu = torch.arange(max_batch + 1, dtype=torch.int32, device=dev)
-        self.rows = torch.arange(max_batch, dtype=torch.int64, device=dev)
-        # one pinned host staging buffer per step: ids | pos | slots | seq_lens, then tables
-        self.host = torch.zeros(4 * max_batch + max_batch * mb, dtype=torch.int64).pin_memory()
-        self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
-        self.logits: dict[int, torch.Tensor] = {}
+        M, T = max_batch + 1, max_batch + mixed_chunk  # sequences, tokens
+        self.ids = torch.zeros(T, dtype=torch.int64, device=dev)  # [T]
+        self.pos = torch.zeros(T, dtype=torch.int64, device=dev)
+        self.slots = torch.full((T,), -1, dtype=torch.int64, device=dev)
+        self.seq_lens = torch.zeros(M, dtype=torch.int32, device=dev)  # [M]
+        self.tables = torch.zeros((M, mb), dtype=torch.int32, device=dev)  # [M, max_blocks]
+        self.cu = torch.zeros(M + 1, dtype=torch.int32, device=dev)  # [M + 1]
+        self.rows = torch.zeros(M, dtype=torch.int64, device=dev)  # logits rows
+        # pinned host staging, one copy per step: ids | pos | slots | seq_lens | cu | rows | tables
+        self.sizes = (T, T, T, M, M + 1, M, M * mb)
+        self.host = torch.zeros(sum(self.sizes), dtype=torch.int64).pin_memory()
+        self.graphs: dict[tuple[int, int], torch.cuda.CUDAGraph] = {}  # (b, chunk) -> graph
+        self.logits: dict[tuple[int, int], torch.Tensor] = {}
+        self.replays = {"decode": 0, "mixed": 0}
         self.enabled = True
         try:
             self._capture_all()
@@ -48,60 +63,107 @@ class GraphRunner:
             self.graphs.clear()
             self.logits.clear()
 
-    def _fb(self, b: int) -> ForwardBatch:
+    # ---- capture ------------------------------------------------------------------------
+    def _fb(self, b: int, c: int) -> ForwardBatch:
+        n_seq = b + (1 if c else 0)
         return ForwardBatch(
-            input_ids=self.ids[:b], positions=self.pos[:b], slot_mapping=self.slots[:b],
-            block_tables=self.tables[:b], cu_seqlens_q=self.cu[: b + 1], seq_lens=self.seq_lens[:b],
-            max_q_len=1, max_seq_len=self.runner.max_model_len, logits_indices=self.rows[:b],
+            input_ids=self.ids[: b + c], positions=self.pos[: b + c],
+            slot_mapping=self.slots[: b + c], block_tables=self.tables[:n_seq],
+            cu_seqlens_q=self.cu[: n_seq + 1], seq_lens=self.seq_lens[:n_seq],
+            max_q_len=max(1, c), max_seq_len=self.runner.max_model_len,
+            logits_indices=self.rows[:n_seq],
         )
+
+    def _reset(self, b: int, c: int) -> None:
+        """Buffer contents for warm-up/capture: all rows padding, the right cu_seqlens."""
+        self.slots.fill_(-1)
+        self.seq_lens.zero_()
+        cu = list(range(b + 1)) + ([b + c] if c else [])
+        self.cu[: len(cu)].copy_(torch.tensor(cu, dtype=torch.int32))
+        rows = list(range(b)) + ([b + c - 1] if c else [])
+        self.rows[: len(rows)].copy_(torch.tensor(rows, dtype=torch.int64))
 
     def _capture_all(self) -> None:
         model, kv = self.runner.model, self.runner.kv
         pool = torch.cuda.graph_pool_handle()
         stream = torch.cuda.Stream(self.runner.device)
-        for b in reversed(self.buckets):
-            fb = self._fb(b)
+        plan = [(b, 0) for b in self.buckets] + [(b, self.mixed_chunk) for b in self.mixed_buckets]
+        for b, c in sorted(plan, key=lambda bc: -(bc[0] + bc[1])):  # biggest first: pool reuse
+            fb = self._fb(b, c)
+            self._reset(b, c)
             stream.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(stream), torch.inference_mode():
-                for _ in range(2):  # warm up: triton compiles / autotunes outside the capture
+                for _ in range(2):  # warm up: Triton compiles outside the capture
                     model.logits(model.forward(fb, kv))
             torch.cuda.current_stream().wait_stream(stream)
             g = torch.cuda.CUDAGraph()
             with torch.cuda.graph(g, pool=pool), torch.inference_mode():
-                self.logits[b] = model.logits(model.forward(fb, kv))
-            self.graphs[b] = g
+                self.logits[b, c] = model.logits(model.forward(fb, kv))
+            self.graphs[b, c] = g
         torch.cuda.synchronize(self.runner.device)
 
+    # ---- replay -------------------------------------------------------------------------
+    def _split(self, batch: ScheduledBatch) -> tuple[list[ScheduledSeq], ScheduledSeq | None] | None:
+        """(decode items, the one prefill chunk or None) if a graph can run this batch."""
+        decodes = [it for it in batch.items if it.num_tokens == 1 and not it.draft_ids and it.needs_logits]
+        rest = [it for it in batch.items if not (it.num_tokens == 1 and not it.draft_ids and it.needs_logits)]
+        if not self.enabled or not 0 < len(decodes) <= self.max_batch or len(rest) > 1:
+            return None
+        if rest and (rest[0].draft_ids or rest[0].num_tokens > self.mixed_chunk
+                     or len(decodes) > (self.mixed_buckets or [0])[-1]):
+            return None
+        return decodes, (rest[0] if rest else None)
+
     def can_run(self, batch: ScheduledBatch) -> bool:
-        if not self.enabled or not 0 < len(batch.items) <= self.max_batch:
-            return False
-        return all(it.num_tokens == 1 and it.needs_logits and not it.draft_ids for it in batch.items)
+        return self._split(batch) is not None
+
+    def _stage(self, decodes: list[ScheduledSeq], chunk: ScheduledSeq | None, b: int, c: int) -> None:
+        bs, mb = self.runner.block_size, self.runner.max_blocks_per_seq
+        h = self.host.numpy()
+        h[:] = 0
+        parts, off = [], 0
+        for n in self.sizes:
+            parts.append(h[off : off + n])
+            off += n
+        ids, pos, slots, lens, cu, rows, tables = parts
+        tables = tables.reshape(-1, mb)
+        slots[:] = -1
+        for i, it in enumerate(decodes):
+            seq, p = it.seq, it.start
+            ids[i], pos[i], lens[i] = seq.token_ids[p], p, p + 1
+            slots[i] = seq.block_table[p // bs] * bs + p % bs
+            tables[i, : len(seq.block_table)] = seq.block_table
+        cu[: b + 1] = range(b + 1)
+        rows[:b] = range(b)
+        if chunk is not None:
+            seq, p, n = chunk.seq, chunk.start, chunk.num_tokens
+            r0 = b + c - n  # left padding
+            ids[r0 : b + c] = seq.token_ids[p : p + n]
+            for j in range(n):
+                q = p + j
+                pos[r0 + j] = q
+                slots[r0 + j] = seq.block_table[q // bs] * bs + q % bs
+            lens[b] = p + n
+            tables[b, : len(seq.block_table)] = seq.block_table
+            cu[b + 1] = b + c
+            rows[b] = b + c - 1
 
     def run(self, batch: ScheduledBatch) -> tuple[torch.Tensor, list[tuple[int, int]]]:
-        n = len(batch.items)
-        b = next(x for x in self.buckets if x >= n)
-        bs, mb, M = self.runner.block_size, self.runner.max_blocks_per_seq, self.max_batch
-        h = self.host.numpy()
-        h[: 4 * M] = 0
-        h[2 * M : 3 * M] = -1  # padding rows write no KV
-        tables = h[4 * M :].reshape(M, mb)
-        tables[:b] = 0
-        for i, it in enumerate(batch.items):
-            seq, p = it.seq, it.start
-            h[i] = seq.token_ids[p]
-            h[M + i] = p
-            h[2 * M + i] = seq.block_table[p // bs] * bs + p % bs
-            h[3 * M + i] = p + 1
-            tables[i, : len(seq.block_table)] = seq.block_table
-        dev = self.runner.device
-        staged = self.host.to(dev, non_blocking=True)
-        self.ids.copy_(staged[:M])
-        self.pos.copy_(staged[M : 2 * M])
-        self.slots.copy_(staged[2 * M : 3 * M])
-        self.seq_lens.copy_(staged[3 * M : 4 * M])
-        self.tables.copy_(staged[4 * M :].view(M, mb))
-        self.graphs[b].replay()
-        rows = [(i, 1) for i in range(n)]
-        return self.logits[b][:n], rows
-
-
+        split = self._split(batch)
+        assert split is not None
+        decodes, chunk = split
+        c = self.mixed_chunk if chunk is not None else 0
+        b = next(x for x in (self.mixed_buckets if c else self.buckets) if x >= len(decodes))
+        self._stage(decodes, chunk, b, c)
+        staged = self.host.to(self.runner.device, non_blocking=True)
+        off = 0
+        for buf, n in zip((self.ids, self.pos, self.slots, self.seq_lens, self.cu, self.rows, self.tables), self.sizes):
+            buf.view(-1).copy_(staged[off : off + n])
+            off += n
+        self.graphs[b, c].replay()
+        self.replays["mixed" if c else "decode"] += 1
+        row_of = {id(it): (i, 1) for i, it in enumerate(decodes)}
+        if chunk is not None:
+            row_of[id(chunk)] = (b, 1) if chunk.needs_logits else (0, 0)
+        logits = self.logits[b, c]
+        return logits, [row_of[id(it)] for it in batch.items]

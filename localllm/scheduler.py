@@ -94,10 +94,15 @@ class Scheduler:
         budget = self.config.max_num_batched_tokens
         decodes = [s for s in self.running if not s.in_prefill]
         prefills = [s for s in self.running if s.in_prefill]
-        for seq in decodes + prefills:
-            if seq.status is not SeqStatus.RUNNING:  # preempted earlier in this loop
-                continue
-            budget = self._schedule_running(seq, budget, scheduled, batch)
+        for seq in decodes:
+            if seq.status is SeqStatus.RUNNING:  # else preempted earlier in this loop
+                budget = self._schedule_running(seq, budget, scheduled, batch)
+        cap = self.config.decode_prefill_chunk
+        if scheduled and cap:  # streams are decoding: keep this step short (inter-token latency)
+            budget = min(budget, cap)
+        for seq in prefills:
+            if seq.status is SeqStatus.RUNNING:
+                budget = self._schedule_running(seq, budget, scheduled, batch)
         if not batch.preempted:
             self._admit_waiting(budget, scheduled, batch)
         batch.items = list(scheduled.values())

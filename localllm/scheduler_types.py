@@ -13,6 +13,9 @@ class SchedulerConfig:
     max_num_batched_tokens: int = 2048  # flat token budget of one forward (prefill + decode)
     max_model_len: int = 2048
     long_prefill_threshold: int = 0  # 0 = none; else the largest prefill chunk of one seq per step
+    # 0 = none; else the most prefill tokens (all sequences together) of a step that also
+    # decodes, so running streams keep their pace while a long prompt is prefilled
+    decode_prefill_chunk: int = 0
 
     def __post_init__(self) -> None:
         if self.max_num_seqs < 1:
@@ -21,6 +24,8 @@ class SchedulerConfig:
             raise ValueError("max_num_batched_tokens must be >= 1")
         if self.max_model_len < 1:
             raise ValueError("max_model_len must be >= 1")
+        if self.decode_prefill_chunk < 0:
+            raise ValueError("decode_prefill_chunk must be >= 0")
         if self.long_prefill_threshold < 0:
             raise ValueError("long_prefill_threshold must be >= 0")
 
