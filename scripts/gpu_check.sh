@@ -12,7 +12,7 @@ if [[ $what == tests || $what == all ]]; then
 fi
 if [[ $what == bench || $what == all ]]; then
   for m in llama3-8b-q4_k_m llama2-7b-q4_0; do
-    par=""; [[ $m == llama3-8b-q4_k_m ]] && par="--parallel 1,8,32"
+    par=""; [[ $m == llama3-8b-q4_k_m ]] && par="--parallel 1,8,32 --profile 1,32 --prefix-test --itl-test"
     python3 -m localllm.cli bench --model $m -p 512 -n 128 -r 3 $par --json "$OUT/bench_$m.json" 2>&1 | tee "$OUT/bench_$m.log"
   done
 fi
