@@ -16,14 +16,19 @@ from localllm.scoring import mean_nll
 pytestmark = pytest.mark.gpu
 
 
-@pytest.fixture(autouse=True)
-def _free_gpu_memory():
-    """Each test's engine must be gone before the next one measures free memory."""
-    yield
+def _release() -> None:
+    """An engine must be gone before the next one measures free memory (graphs and the
+    runner refer to each other, so only the cycle collector frees them)."""
     import gc
 
     gc.collect()
     torch.cuda.empty_cache()
+
+
+@pytest.fixture(autouse=True)
+def _free_gpu_memory():
+    yield
+    _release()
 GREEDY = SamplingParams(max_tokens=96, temperature=0.0, ignore_eos=True)
 
 
@@ -70,6 +75,7 @@ def test_kv_dtype_quality(testdata):
         ids = eng.encode_prompt(text)
         res[kv] = mean_nll(eng, ids, 512)
         del eng
+        _release()
     print("held-out NLL by KV dtype:", json.dumps(res))
     out = os.environ.get("LOCALLLM_RESULTS")
     if out:
@@ -105,7 +111,7 @@ def test_synthetic_8b_logits_match_reference(tmp_path_factory):
         with torch.inference_mode():
             out = runner.model.logits(runner.model.forward(fb, runner.kv)).float().cpu()
         del eng
-        torch.cuda.empty_cache()
+        _release()
         return out
 
     fast = logits(dtype="bf16")
