@@ -189,7 +189,7 @@ def pick_config(fmt: str, n: int, k: int, t: int, device: torch.device) -> QLine
     if fmt not in _FORMATS:
         raise ValueError(f"qlinear: no Triton kernel for format {fmt!r}")
     if t > DOT_MAX_T:  # dequantize to fp16 + cuBLAS: ~450 TFLOP/s vs ~35 for a fused GEMM
-        return QLinearConfig(MODE_STORE, 1, 32, _fit_tile(256, k), warps=4)
+        return store_config(fmt, k)
     if t == 1:
         bn, warps = _VEC_TABLE[fmt][n > 4096]
         tile = _fit_tile(32 * warps * group_size(fmt), k)
@@ -236,12 +236,20 @@ def _launch(
     )  # fmt: skip
 
 
+def store_config(fmt: str, k: int) -> QLinearConfig:
+    """Dequantize-to-fp16 launch (prefill). From scripts/sweep_dequant.py on the H200: 8 rows
+    per program beat 16-64 everywhere (~1.05 TB/s of packed + fp16 bytes for Q4_K/Q4_0);
+    Q6_K prefers short steps along K and no split."""
+    if fmt == "q6_k":
+        return QLinearConfig(MODE_STORE, 1, 8, _fit_tile(128, k), split=1, warps=2)
+    tile = _fit_tile(256, k)
+    return QLinearConfig(MODE_STORE, 1, 8, tile, split=triton.cdiv(k, tile), warps=4)
+
+
 def dequantize_triton(w: QuantWeight, dtype: torch.dtype = torch.float16) -> torch.Tensor:
     """Dense [N, K] copy of a packed weight, built tile by tile on the device."""
     out = torch.empty((w.n, w.k), device=w.tensors["d"].device, dtype=dtype)  # [N, K]
-    tile = _fit_tile(256, w.k)
-    cfg = QLinearConfig(MODE_STORE, 1, 32, tile, split=triton.cdiv(w.k, tile), warps=4)
-    _launch(out, out, None, w, cfg, 1)
+    _launch(out, out, None, w, store_config(w.fmt, w.k), 1)
     return out
 
 
