@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 from gguf import GGML_QUANT_SIZES, GGUF_DEFAULT_ALIGNMENT, GGMLQuantizationType, GGUFValueType
-from localllm.formats.quants import check_supported, qtype_name
 
 from localllm.errors import ModelLoadError
+from localllm.formats.quants import check_supported, qtype_name
 
 GGUF_MAGIC = b"GGUF"
 _VERSIONS = (2, 3)  # v1 used 32-bit lengths and is long obsolete

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 from gguf import GGUF_DEFAULT_ALIGNMENT, GGMLQuantizationType, GGUFWriter, LlamaFileType, TokenType
+
 from localllm.formats.gguf import GGUFFile
 from localllm.formats.quants import LAYOUTS
 

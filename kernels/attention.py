@@ -9,6 +9,7 @@ to KV positions <= its own. GQA: query head h reads kv head h // (Hq // Hkv).
 from __future__ import annotations
 
 import torch
+
 from localllm.kernels.registry import register
 from localllm.kernels.rope_kv import dequantize_kv
 

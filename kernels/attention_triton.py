@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import torch
 import triton
+
 from localllm.kernels.attention import check_attention_args
 from localllm.kernels.attention_triton_kernels import _attn_kernel, _merge_kernel
 from localllm.kernels.registry import register

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 from gguf import GGMLQuantizationType as QT
+
 from localllm.formats.gguf import RawTensor
 from localllm.kernels.qlinear_pack import DEQUANT, pack_planes
 from localllm.kernels.registry import register

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
+
 from localllm.kernels.qlinear_legacy_triton import _load_pair, _load_super, _load_words
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
+
 from localllm.kernels.qlinear_core_triton import _ld
 
 SIGN_FLIP = tl.constexpr(-0x7F7F7F80)  # int32 0x80808080: int8 q -> unsigned q + 128 per byte

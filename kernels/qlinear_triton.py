@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import torch
 import triton
 import triton.language as tl
+
 from localllm.kernels.qlinear import QuantWeight
 from localllm.kernels.qlinear_core_triton import MODE_DOT, MODE_STORE, MODE_VEC, _consume
 from localllm.kernels.qlinear_kquants_triton import _load_q4_k, _load_q5_k, _load_q6_k

@@ -11,6 +11,7 @@ nearest for int8, cast to e4m3 for fp8); an all-zero row gets s = 0 and stores z
 from __future__ import annotations
 
 import torch
+
 from localllm.kernels.registry import register
 
 # largest representable magnitude of each quantized KV storage dtype

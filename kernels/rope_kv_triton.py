@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+
 from localllm.kernels.registry import register
 from localllm.kernels.rope_kv import KV_QMAX, check_rope_store_args
 

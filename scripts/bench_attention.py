@@ -12,6 +12,7 @@ import argparse
 
 import torch
 import triton.testing
+
 from localllm.kernels.attention_triton import run_paged_attention
 from localllm.kernels.registry import Ops
 

@@ -16,6 +16,8 @@ import time
 
 import torch
 import triton
+from triton.testing import do_bench
+
 from localllm.formats.gguf import RawTensor
 from localllm.formats.quants import LAYOUTS
 from localllm.kernels.qlinear import QuantWeight, pack_weight
@@ -28,7 +30,6 @@ from localllm.kernels.qlinear_triton import (
     pick_config,
     qlinear_launch,
 )
-from triton.testing import do_bench
 
 PEAK_BW = 4.1e12  # H200 device-to-device copy, bytes/s (ANCHORS.md)
 QTYPES = {"q4_k": "Q4_K", "q6_k": "Q6_K", "q4_0": "Q4_0", "q8_0": "Q8_0", "q5_k": "Q5_K"}

@@ -7,10 +7,10 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from localllm.formats.gguf import GGUFFile
 
 from localllm.chat_template import ChatTemplate
 from localllm.errors import RequestError
+from localllm.formats.gguf import GGUFFile
 from localllm.tokenizer import Tokenizer
 from localllm.tokenizer_bpe import byte_alphabet
 

@@ -8,7 +8,6 @@ import subprocess
 import sys
 
 import pytest
-
 from gguf import GGMLQuantizationType as Q
 
 from localllm.formats.synthetic import SyntheticSpec, UniformRule, write_synthetic

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from localllm.formats.gguf import GGUFFile
 
+from localllm.formats.gguf import GGUFFile
 from localllm.tokenizer import IncrementalDetokenizer, Tokenizer
 
 MODELS = {

@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 import torch
 from gguf import GGMLQuantizationType, quants
+
+from localllm.errors import ModelLoadError
 from localllm.formats.gguf import GGUFFile
 from localllm.formats.quants import (
     LAYOUTS,
@@ -14,8 +16,6 @@ from localllm.formats.quants import (
     dequantize,
     dequantize_tensor,
 )
-
-from localllm.errors import ModelLoadError
 
 Q = GGMLQuantizationType
 QTYPES = sorted(SUPPORTED_QTYPES, key=lambda t: t.value)

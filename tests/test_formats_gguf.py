@@ -11,9 +11,9 @@ import pytest
 from gguf import GGMLQuantizationType, GGUFReader, GGUFWriter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from localllm.formats.gguf import GGUFFile
 
 from localllm.errors import ModelLoadError
+from localllm.formats.gguf import GGUFFile
 
 Q = GGMLQuantizationType
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 from gguf import GGMLQuantizationType, TokenType
+
 from localllm.formats.gguf import GGUFFile
 from localllm.formats.quants import LAYOUTS, SUPPORTED_QTYPES, dequantize_tensor
 from localllm.formats.synthetic import (

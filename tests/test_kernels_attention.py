@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import pytest
 import torch
+
 from localllm.kernels.registry import Ops, triton_available
 from localllm.kernels.rope_kv import dequantize_kv, is_quantized, quantize_kv
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from localllm.kernels.registry import Ops, triton_available
 
 REF = Ops("reference")

@@ -8,6 +8,7 @@ import pytest
 import torch
 from gguf import GGMLQuantizationType as QT
 from gguf.quants import dequantize as gguf_dequantize
+
 from localllm.formats.gguf import RawTensor
 from localllm.formats.quants import LAYOUTS
 from localllm.kernels.qlinear import (
@@ -169,7 +170,8 @@ def test_pick_config_shapes() -> None:
                 cfg = qt.pick_config(fmt, n, k, t, cpu)
                 assert cfg.tile < 2 * k
                 assert cfg.tile % qt.group_size(fmt) == 0
-                assert cfg.split == 1 or n < 512
+                # the prefill dequantization splits K by design; decode splits only when rows are scarce
+                assert cfg.split == 1 or n < 512 or cfg.mode == qt.MODE_STORE
 
 
 @pytest.mark.parametrize("qtype", list(KERNEL_QTYPES), ids=lambda q: q.name)

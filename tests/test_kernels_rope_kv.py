@@ -6,6 +6,7 @@ import os
 
 import pytest
 import torch
+
 from localllm.kernels.registry import Ops, triton_available
 from localllm.kernels.rope_kv import dequantize_kv, quantize_kv
 

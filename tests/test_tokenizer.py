@@ -8,9 +8,9 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from localllm.formats.gguf import GGUFFile
 
 from localllm.errors import LocalLLMError, RequestError
+from localllm.formats.gguf import GGUFFile
 from localllm.tokenizer import Tokenizer
 from localllm.tokenizer_bpe import pre_tokenizer
 

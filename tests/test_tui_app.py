@@ -7,13 +7,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from localllm.config import EngineConfig
 from localllm.tui.app import ChatApp, ChatOptions
 from localllm.tui.backend import ChatSettings, LocalBackend
 from localllm.tui.export import to_markdown
 from localllm.tui.store import Store
 from localllm.tui.widgets import MessageView, Notice
-
-from localllm.config import EngineConfig
 
 SIZE = (100, 32)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from localllm.tui.backend import ChatSettings, ReplyStats
 from localllm.tui.context import ContextOverflow, fit_messages
 from localllm.tui.export import code_blocks, export_conversation, slugify, to_markdown

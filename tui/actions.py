@@ -6,6 +6,10 @@ import asyncio
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
+from textual.containers import VerticalScroll
+from textual.worker import Worker
+
+from localllm.errors import LocalLLMError
 from localllm.tui.backend import ChatSettings, ReplyStats
 from localllm.tui.context import fit_messages
 from localllm.tui.conversations import ConversationsScreen
@@ -13,10 +17,6 @@ from localllm.tui.export import code_blocks, export_conversation
 from localllm.tui.screens import HelpScreen, SettingsScreen
 from localllm.tui.store import Message
 from localllm.tui.widgets import ChatInput, MessageView
-from textual.containers import VerticalScroll
-from textual.worker import Worker
-
-from localllm.errors import LocalLLMError
 
 if TYPE_CHECKING:
     from localllm.tui.app import ChatApp

@@ -10,6 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.widgets import Footer, Header, Static
+
+from localllm.errors import LocalLLMError
 from localllm.tui.actions import ChatActions
 from localllm.tui.backend import Backend, ChatSettings, LocalBackend
 from localllm.tui.discovery import FoundModel, discover
@@ -20,12 +26,6 @@ from localllm.tui.serve import make_server
 from localllm.tui.status import StatusInfo, format_status
 from localllm.tui.store import Conversation, Message, Store, default_db_path
 from localllm.tui.widgets import ChatInput, MessageView, Notice
-from textual.app import App, ComposeResult
-from textual.binding import Binding
-from textual.containers import VerticalScroll
-from textual.widgets import Footer, Header, Static
-
-from localllm.errors import LocalLLMError
 
 if TYPE_CHECKING:
     from localllm.config import EngineConfig

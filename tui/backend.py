@@ -11,10 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from localllm.tui.context import ChatMessage
-
 from localllm.core import SamplingParams
 from localllm.errors import LocalLLMError
+from localllm.tui.context import ChatMessage
 
 if TYPE_CHECKING:
     from localllm.async_engine import AsyncEngine

@@ -5,16 +5,17 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from localllm.tui.export import export_conversation
-from localllm.tui.keys import CONVERSATION_KEYS
-from localllm.tui.screens import RenameScreen, bindings
-from localllm.tui.store import Conversation, Store
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Label, OptionList, Static
 from textual.widgets.option_list import Option
+
+from localllm.tui.export import export_conversation
+from localllm.tui.keys import CONVERSATION_KEYS
+from localllm.tui.screens import RenameScreen, bindings
+from localllm.tui.store import Conversation, Store
 
 
 def _label(c: Conversation) -> Text:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from localllm.tui.store import Conversation
 from markdown_it import MarkdownIt
+
+from localllm.tui.store import Conversation
 
 ROLE_TITLES = {"system": "System", "user": "User", "assistant": "Assistant"}
 

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from localllm.tui.backend import ChatSettings
-from localllm.tui.discovery import HOW_TO_GET_A_MODEL, FoundModel, format_size
-from localllm.tui.keys import PICKER_KEYS, SETTINGS_KEYS, Key, help_markdown
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -14,6 +11,9 @@ from textual.widgets import Input, Label, Markdown, OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 
 from localllm.errors import LocalLLMError
+from localllm.tui.backend import ChatSettings
+from localllm.tui.discovery import HOW_TO_GET_A_MODEL, FoundModel, format_size
+from localllm.tui.keys import PICKER_KEYS, SETTINGS_KEYS, Key, help_markdown
 
 
 def bindings(keys: tuple[Key, ...]) -> list[Binding]:

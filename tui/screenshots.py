@@ -12,10 +12,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from localllm.config import EngineConfig
 from localllm.tui.app import ChatApp, ChatOptions
 from localllm.tui.backend import ChatSettings
-
-from localllm.config import EngineConfig
 
 QUESTIONS = ("Tell me a story about a cat", "What did the cat find in the garden?")
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import torch
 
 from localllm.config import ModelConfig
-from localllm.kernels.registry import Ops
 from localllm.kernels.qlinear import QuantWeight
+from localllm.kernels.registry import Ops
 from localllm.model.batch import ForwardBatch, KVCache
 from localllm.model.weights import LayerWeights, ModelWeights
 
