@@ -25,7 +25,7 @@ from localllm.model import MODEL_CLASSES
 from localllm.model.batch import ForwardBatch, KVCache
 from localllm.model.rope import cos_sin_table
 from localllm.model.weights import cache_dense, load_weights
-from localllm.runner_graphs import GraphRunner
+from localllm.runner_graphs import MIXED_CHUNK, GraphRunner
 from localllm.scheduler import ScheduledBatch
 
 log = logging.getLogger("localllm")
@@ -66,7 +66,8 @@ class ModelRunner:
         self.kv = self._allocate_kv()
         self.graphs: GraphRunner | None = None
         if self.device.type == "cuda" and cfg.cuda_graphs:
-            self.graphs = GraphRunner(self, max(1, cfg.max_num_seqs))
+            chunk = cfg.decode_prefill_chunk or MIXED_CHUNK
+            self.graphs = GraphRunner(self, max(1, cfg.max_num_seqs), chunk)
 
     # ---- memory -------------------------------------------------------------------------
     def _check_weights_fit(self, gguf: GGUFFile) -> None:

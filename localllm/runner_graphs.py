@@ -28,8 +28,12 @@ if TYPE_CHECKING:
 log = logging.getLogger("localllm")
 
 BUCKETS = (1, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256)
-MIXED_CHUNK = 32  # prefill tokens in a mixed graph
-MIXED_MAX_TOKENS = 64  # mixed graphs only where b + chunk stays on the fused skinny-GEMM path
+# Prefill tokens in a mixed graph, and the most rows (decodes + chunk) one may have. The fused
+# skinny GEMM costs about the same for 16 and 32 rows but about twice as much for 64 (H200,
+# scripts/sweep_dequant.py), so a 24-token chunk beside up to 8 streams keeps those steps
+# close to a plain decode step; bigger decode batches with a prefill chunk run eagerly.
+MIXED_CHUNK = 24
+MIXED_MAX_TOKENS = 32
 
 
 class GraphRunner:
@@ -38,7 +42,8 @@ class GraphRunner:
         self.buckets = [b for b in BUCKETS if b < max_batch] + [max_batch]
         self.max_batch = max_batch
         self.mixed_chunk = mixed_chunk
-        self.mixed_buckets = [b for b in self.buckets if b + mixed_chunk <= MIXED_MAX_TOKENS]
+        limit = max(MIXED_MAX_TOKENS, mixed_chunk + 1)
+        self.mixed_buckets = [b for b in self.buckets if b + mixed_chunk <= limit]
         dev, mb = runner.device, runner.max_blocks_per_seq
         M, T = max_batch + 1, max_batch + mixed_chunk  # sequences, tokens
         self.ids = torch.zeros(T, dtype=torch.int64, device=dev)  # [T]
