@@ -164,7 +164,7 @@ def pack_planes(fmt: str, data: np.ndarray, n: int, k: int, device) -> dict[str,
     src = np.asarray(data).view(np.uint8).reshape(n, k // block, size)
     parts: list[dict[str, torch.Tensor]] = []
     for r0 in range(0, n, ROW_CHUNK):
-        b = torch.from_numpy(np.ascontiguousarray(src[r0 : r0 + ROW_CHUNK])).to(device)
+        b = torch.from_numpy(np.array(src[r0 : r0 + ROW_CHUNK])).to(device)  # writable copy
         parts.append({name: t.contiguous() for name, t in packer(b).items()})
     if len(parts) == 1:
         return parts[0]

@@ -24,6 +24,10 @@ def add_engine_args(p: argparse.ArgumentParser, model_required: bool = True) -> 
     g.add_argument("--max-num-seqs", type=int, default=64, help="max concurrent sequences")
     g.add_argument("--max-num-batched-tokens", type=int, default=2048,
                    help="token budget of one engine step (prefill chunk size)")
+    g.add_argument("--decode-prefill-chunk", type=int, default=None,
+                   help="most prefill tokens per step while other sequences decode: lower keeps "
+                   "streams smooth, higher gives new prompts a faster first token "
+                   "(default: 512 on GPU; <= 24 replays CUDA graphs)")
     g.add_argument("--no-prefix-caching", action="store_true", help="disable the prefix cache")
     g.add_argument("--no-cuda-graphs", action="store_true", help="decode without CUDA graphs")
     g.add_argument("--speculative-tokens", type=int, default=0,
@@ -42,6 +46,7 @@ def engine_config(args: argparse.Namespace, **overrides: object) -> EngineConfig
         max_num_seqs=args.max_num_seqs,
         max_num_batched_tokens=args.max_num_batched_tokens,
         enable_prefix_caching=not args.no_prefix_caching,
+        decode_prefill_chunk=args.decode_prefill_chunk,
         cuda_graphs=not args.no_cuda_graphs,
         speculative_tokens=args.speculative_tokens,
     )

@@ -79,8 +79,9 @@ class EngineConfig:
     num_kv_blocks: int | None = None  # override the measured pool size (tests, tiny pools)
     max_num_seqs: int = 64
     max_num_batched_tokens: int = 2048
-    # prefill tokens per step while other sequences decode; None = 32 with CUDA graphs (such a
-    # step replays a captured graph and stays close to a decode step), else unlimited
+    # most prefill tokens in a step that also decodes (running streams' inter-token latency vs
+    # the prompt's time to first token); None = 512 on CUDA, unlimited on CPU. At <= 24 such
+    # steps replay a captured mixed graph and stay close to a plain decode step.
     decode_prefill_chunk: int | None = None
     enable_prefix_caching: bool = True
     cuda_graphs: bool = True

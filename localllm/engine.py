@@ -28,6 +28,8 @@ from localllm.tokenizer import IncrementalDetokenizer, Tokenizer
 
 log = logging.getLogger("localllm")
 
+DEFAULT_DECODE_PREFILL_CHUNK = 512  # prefill tokens per step beside decodes, on a GPU
+
 
 @dataclass
 class _RequestState:
@@ -65,8 +67,7 @@ class LLMEngine:
     def _decode_prefill_chunk(self) -> int:
         if self.cfg.decode_prefill_chunk is not None:
             return self.cfg.decode_prefill_chunk
-        graphs = self.runner.graphs
-        return graphs.mixed_chunk if graphs is not None and graphs.enabled else 0
+        return DEFAULT_DECODE_PREFILL_CHUNK if self.runner.device.type == "cuda" else 0
 
     # ---- requests -----------------------------------------------------------------------
     def add_request(self, prompt_ids: list[int], params: SamplingParams,

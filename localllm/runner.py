@@ -66,7 +66,7 @@ class ModelRunner:
         self.kv = self._allocate_kv()
         self.graphs: GraphRunner | None = None
         if self.device.type == "cuda" and cfg.cuda_graphs:
-            chunk = cfg.decode_prefill_chunk or MIXED_CHUNK
+            chunk = min(cfg.decode_prefill_chunk or MIXED_CHUNK, MIXED_CHUNK)
             self.graphs = GraphRunner(self, max(1, cfg.max_num_seqs), chunk)
 
     # ---- memory -------------------------------------------------------------------------

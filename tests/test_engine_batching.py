@@ -127,3 +127,23 @@ def test_context_overflow_is_refused(stories):
         eng.add_request([1] * 60, SamplingParams(max_tokens=10))
     assert e.value.code == "context_length_exceeded"
     assert "64" in str(e.value)
+
+
+def test_decode_prefill_chunk_caps_prefill_beside_decodes(stories):
+    """With --decode-prefill-chunk, a step that decodes prefills at most that many tokens,
+    and outputs do not change."""
+    prompts = [([1] + list(range(5, 5 + n)), 20) for n in (3, 90, 150, 7)]
+    alone = _alone(_engine(stories, enable_prefix_caching=False), prompts)
+    eng = _engine(stories, decode_prefill_chunk=8)
+    seen = []
+    schedule = eng.scheduler.schedule
+
+    def spy():
+        b = schedule()
+        if any(it.is_decode for it in b.items):
+            seen.append(sum(it.num_tokens for it in b.items if not it.is_decode))
+        return b
+
+    eng.scheduler.schedule = spy
+    assert _together(eng, prompts) == alone
+    assert seen and max(seen) <= 8 and max(seen) > 0

@@ -130,7 +130,7 @@ def test_mixed_graphs_prefill_beside_decodes(testdata):
     text = json.loads((testdata / "golden" / "pycode-22m_greedy_f32.json").read_text())["heldout_text"]
 
     def run(graphs: bool) -> tuple[list[list[int]], dict]:
-        eng = _engine(path, cuda_graphs=graphs)
+        eng = _engine(path, cuda_graphs=graphs, decode_prefill_chunk=24)
         long_prompt = eng.encode_prompt(text)[:300]
         p = SamplingParams(max_tokens=64, temperature=0.0, ignore_eos=True)
         ids = [eng.add_request(g["prompt_ids"], p) for g in gold["prompts"]]
