@@ -132,8 +132,9 @@ def test_context_overflow_is_refused(stories):
 def test_decode_prefill_chunk_caps_prefill_beside_decodes(stories):
     """With --decode-prefill-chunk, a step that decodes prefills at most that many tokens,
     and outputs do not change."""
-    prompts = [([1] + list(range(5, 5 + n)), 20) for n in (3, 90, 150, 7)]
-    alone = _alone(_engine(stories, enable_prefix_caching=False), prompts)
+    early = [([1, 5, 6, 7], 40), ([1, 9, 10], 40)]
+    late = [([1] + list(range(5, 95)), 20), ([1] + list(range(100, 250)), 20)]
+    alone = _alone(_engine(stories, enable_prefix_caching=False), early + late)
     eng = _engine(stories, decode_prefill_chunk=8)
     seen = []
     schedule = eng.scheduler.schedule
@@ -145,5 +146,16 @@ def test_decode_prefill_chunk_caps_prefill_beside_decodes(stories):
         return b
 
     eng.scheduler.schedule = spy
-    assert _together(eng, prompts) == alone
-    assert seen and max(seen) <= 8 and max(seen) > 0
+    greedy = lambda m: SamplingParams(max_tokens=m, temperature=0.0, ignore_eos=True)
+    ids = [eng.add_request(p, greedy(m)) for p, m in early]
+    out: dict[str, list[int]] = {i: [] for i in ids}
+    for _ in range(3):
+        for ev in eng.step():
+            out[ev.request_id] += ev.token_ids
+    ids += [eng.add_request(p, greedy(m)) for p, m in late]
+    out.update({i: [] for i in ids[2:]})
+    while eng.has_work():
+        for ev in eng.step():
+            out[ev.request_id] += ev.token_ids
+    assert [out[i] for i in ids] == alone
+    assert max(seen) == 8  # the late prompts were prefilled 8 tokens at a time beside decodes
