@@ -114,10 +114,6 @@ class LLMEngine:
         events = [ev for ev in ended if ev is not None]
         if not batch.items:
             return events
-        now = time.monotonic()
-        for it in batch.items:
-            if it.seq.scheduled_time is None:
-                it.seq.scheduled_time = now
         t0 = time.perf_counter()
         out = self.runner.execute(batch)
         accepted = self._sample(batch, out.logits, out.rows)
