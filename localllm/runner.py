@@ -91,16 +91,30 @@ class ModelRunner:
         if self.cfg.num_kv_blocks is not None:
             return allocate_kv_cache(mc, self.cfg.num_kv_blocks, bs, self.kv_dtype, self.device)
         if self.device.type != "cuda":
-            per_ctx = self.max_blocks_per_seq * self.cfg.max_num_seqs
-            n = min(per_ctx, plan_num_blocks(mc, bs, self.kv_dtype, CPU_KV_BUDGET, self.max_model_len))
+            n = min(self.max_blocks_per_seq * self.cfg.max_num_seqs, self._plan(CPU_KV_BUDGET))
             return allocate_kv_cache(mc, n, bs, self.kv_dtype, self.device)
         peak = self._profile_peak_memory()
         free, total = torch.cuda.mem_get_info(self.device)
         used_elsewhere = total - free - torch.cuda.memory_reserved(self.device)
         budget = int(total * self.cfg.gpu_memory_utilization) - peak - used_elsewhere
         budget -= 256 << 20  # CUDA graphs, sampler and allocator slack
-        n = plan_num_blocks(mc, bs, self.kv_dtype, budget, self.max_model_len)
-        return allocate_kv_cache(mc, n, bs, self.kv_dtype, self.device)
+        return allocate_kv_cache(mc, self._plan(budget), bs, self.kv_dtype, self.device)
+
+    def _plan(self, budget: int) -> int:
+        """Blocks that fit in budget. A context the user asked for that does not fit is refused
+        (with the largest that would); the model's own default context shrinks to fit instead."""
+        try:
+            return plan_num_blocks(self.model_cfg, self.block_size, self.kv_dtype, budget, self.max_model_len)
+        except OutOfMemoryError:
+            per_block = bytes_per_block(self.model_cfg, self.block_size, self.kv_dtype)
+            fits = budget // per_block * self.block_size
+            if self.cfg.max_model_len is not None or fits < min(2048, self.max_model_len):
+                raise
+        log.warning("the model's %d-token context does not fit in the KV pool; using %d tokens "
+                    "(set --max-model-len or --kv-dtype int8)", self.max_model_len, fits)
+        self.max_model_len = int(fits)
+        self.max_blocks_per_seq = fits // self.block_size
+        return int(budget // per_block)
 
     def _profile_peak_memory(self) -> int:
         """Peak bytes torch allocates for weights + one forward of max_num_batched_tokens."""
