@@ -138,10 +138,7 @@ class LLMEngine:
         sample_items = [(it, r0) for it, (r0, k) in zip(batch.items, rows) if k]
         if not sample_items:
             return accepted
-        srows = [
-            SamplingRow(it.seq.params, it.seq.seq_id, it.seq.token_ids[: it.seq.prompt_len], it.seq.output_ids)
-            for it, _ in sample_items
-        ]
+        srows = [self._sampling_row(it.seq) for it, _ in sample_items]
         index = torch.tensor([r0 for _, r0 in sample_items], device=logits.device)
         res = self.sampler.sample(logits.index_select(0, index), srows)
         for j, (it, _) in enumerate(sample_items):
@@ -150,6 +147,13 @@ class LLMEngine:
             if res.logprobs is not None and it.seq.params.logprobs is not None:
                 self._record_logprob(it.seq, tok, res.logprobs[j])
         return accepted
+
+    @staticmethod
+    def _sampling_row(seq: Sequence) -> SamplingRow:
+        # token histories only matter for penalties: don't copy whole contexts every step
+        if not seq.params.needs_penalties:
+            return SamplingRow(seq.params, seq.seq_id, (), ())
+        return SamplingRow(seq.params, seq.seq_id, seq.token_ids[: seq.prompt_len], seq.output_ids)
 
     def _record_logprob(self, seq: Sequence, tok: int, lp: tuple[float, list[tuple[int, float]]]) -> None:
         st = self.requests.get(seq.request_id)
