@@ -7,8 +7,9 @@ Two kinds per bucket b:
 - decode: b sequences with one query token each (rows 0..b-1);
 - mixed: the same b decode rows plus one prefill chunk of up to C tokens (rows b..b+C-1,
   left-padded: a chunk of C' < C tokens sits in the last C' rows, so that each query row's
-  position seq_len - C + i is right). The scheduler caps prefill at C tokens per step while
-  sequences decode, so a long prompt is prefilled without stalling the running streams.
+  position seq_len - C + i is right). With --decode-prefill-chunk <= C a long prompt is
+  prefilled beside running streams without stalling them;
+- prefill: b = 0, one chunk of up to PREFILL_GRAPH_TOKENS tokens, laid out the same way.
 Padding rows write no KV (slot -1) and padding sequences have length 0.
 """
 
@@ -34,6 +35,9 @@ BUCKETS = (1, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 19
 # close to a plain decode step; bigger decode batches with a prefill chunk run eagerly.
 MIXED_CHUNK = 24
 MIXED_MAX_TOKENS = 32
+# A lone prefill chunk of up to this many tokens (a new chat turn after a prefix-cache hit, an
+# editor completion) replays one graph instead of launching ~450 kernels from Python.
+PREFILL_GRAPH_TOKENS = 128
 
 
 class GraphRunner:
@@ -45,7 +49,8 @@ class GraphRunner:
         limit = max(MIXED_MAX_TOKENS, mixed_chunk + 1)
         self.mixed_buckets = [b for b in self.buckets if b + mixed_chunk <= limit]
         dev, mb = runner.device, runner.max_blocks_per_seq
-        M, T = max_batch + 1, max_batch + mixed_chunk  # sequences, tokens
+        M = max_batch + 1  # sequences
+        T = max(max_batch + mixed_chunk, PREFILL_GRAPH_TOKENS)  # tokens
         self.ids = torch.zeros(T, dtype=torch.int64, device=dev)  # [T]
         self.pos = torch.zeros(T, dtype=torch.int64, device=dev)
         self.slots = torch.full((T,), -1, dtype=torch.int64, device=dev)
@@ -58,7 +63,7 @@ class GraphRunner:
         self.host = torch.zeros(sum(self.sizes), dtype=torch.int64).pin_memory()
         self.graphs: dict[tuple[int, int], torch.cuda.CUDAGraph] = {}  # (b, chunk) -> graph
         self.logits: dict[tuple[int, int], torch.Tensor] = {}
-        self.replays = {"decode": 0, "mixed": 0}
+        self.replays = {"decode": 0, "mixed": 0, "prefill": 0}
         self.enabled = True
         try:
             self._capture_all()
@@ -88,39 +93,65 @@ class GraphRunner:
         rows = list(range(b)) + ([b + c - 1] if c else [])
         self.rows[: len(rows)].copy_(torch.tensor(rows, dtype=torch.int64))
 
-    def _capture_all(self) -> None:
+    def _capture(self, b: int, c: int, pool: tuple, stream: torch.cuda.Stream) -> None:
         model, kv = self.runner.model, self.runner.kv
+        fb = self._fb(b, c)
+        self._reset(b, c)
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream), torch.inference_mode():
+            for _ in range(2):  # warm up: Triton compiles outside the capture
+                model.logits(model.forward(fb, kv))
+        torch.cuda.current_stream().wait_stream(stream)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, pool=pool), torch.inference_mode():
+            self.logits[b, c] = model.logits(model.forward(fb, kv))
+        self.graphs[b, c] = g
+
+    def _capture_all(self) -> None:
         pool = torch.cuda.graph_pool_handle()
         stream = torch.cuda.Stream(self.runner.device)
+        try:  # biggest first, so the pool's blocks get reused; optional: decoding works without it
+            self._capture(0, PREFILL_GRAPH_TOKENS, pool, stream)
+        except torch.cuda.OutOfMemoryError:
+            log.warning("no memory for the prefill CUDA graph; short prefills run eagerly")
+            self.graphs.pop((0, PREFILL_GRAPH_TOKENS), None)
+            torch.cuda.empty_cache()
         plan = [(b, 0) for b in self.buckets] + [(b, self.mixed_chunk) for b in self.mixed_buckets]
-        for b, c in sorted(plan, key=lambda bc: -(bc[0] + bc[1])):  # biggest first: pool reuse
-            fb = self._fb(b, c)
-            self._reset(b, c)
-            stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(stream), torch.inference_mode():
-                for _ in range(2):  # warm up: Triton compiles outside the capture
-                    model.logits(model.forward(fb, kv))
-            torch.cuda.current_stream().wait_stream(stream)
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g, pool=pool), torch.inference_mode():
-                self.logits[b, c] = model.logits(model.forward(fb, kv))
-            self.graphs[b, c] = g
+        for b, c in sorted(plan, key=lambda bc: -(bc[0] + bc[1])):
+            self._capture(b, c, pool, stream)
         torch.cuda.synchronize(self.runner.device)
 
     # ---- replay -------------------------------------------------------------------------
-    def _split(self, batch: ScheduledBatch) -> tuple[list[ScheduledSeq], ScheduledSeq | None] | None:
-        """(decode items, the one prefill chunk or None) if a graph can run this batch."""
-        decodes = [it for it in batch.items if it.num_tokens == 1 and not it.draft_ids and it.needs_logits]
-        rest = [it for it in batch.items if not (it.num_tokens == 1 and not it.draft_ids and it.needs_logits)]
-        if not self.enabled or not 0 < len(decodes) <= self.max_batch or len(rest) > 1:
+    @staticmethod
+    def _bucket(buckets: list[int], n: int) -> int | None:
+        return next((x for x in buckets if x >= n), None)
+
+    def _plan_replay(self, batch: ScheduledBatch
+                     ) -> tuple[tuple[int, int], list[ScheduledSeq], ScheduledSeq | None] | None:
+        """(graph key (b, c), decode items, the one prefill chunk or None), or None when no
+        captured graph runs this batch."""
+        if not self.enabled:
             return None
-        if rest and (rest[0].draft_ids or rest[0].num_tokens > self.mixed_chunk
-                     or len(decodes) > (self.mixed_buckets or [0])[-1]):
+        is_decode = lambda it: it.num_tokens == 1 and not it.draft_ids and it.needs_logits
+        decodes = [it for it in batch.items if is_decode(it)]
+        rest = [it for it in batch.items if not is_decode(it)]
+        if len(rest) > 1 or (rest and rest[0].draft_ids):
             return None
-        return decodes, (rest[0] if rest else None)
+        chunk = rest[0] if rest else None
+        if chunk is None:
+            b = self._bucket(self.buckets, len(decodes)) if decodes else None
+            key = (b, 0)
+        elif not decodes:
+            key = (0, PREFILL_GRAPH_TOKENS) if chunk.num_tokens <= PREFILL_GRAPH_TOKENS else (None, 0)
+        else:
+            b = self._bucket(self.mixed_buckets, len(decodes))
+            key = (b, self.mixed_chunk) if chunk.num_tokens <= self.mixed_chunk else (None, 0)
+        if key[0] is None or key not in self.graphs:
+            return None
+        return (key[0], key[1]), decodes, chunk
 
     def can_run(self, batch: ScheduledBatch) -> bool:
-        return self._split(batch) is not None
+        return self._plan_replay(batch) is not None
 
     def _stage(self, decodes: list[ScheduledSeq], chunk: ScheduledSeq | None, b: int, c: int) -> None:
         bs, mb = self.runner.block_size, self.runner.max_blocks_per_seq
@@ -154,11 +185,9 @@ class GraphRunner:
             rows[b] = b + c - 1
 
     def run(self, batch: ScheduledBatch) -> tuple[torch.Tensor, list[tuple[int, int]]]:
-        split = self._split(batch)
-        assert split is not None
-        decodes, chunk = split
-        c = self.mixed_chunk if chunk is not None else 0
-        b = next(x for x in (self.mixed_buckets if c else self.buckets) if x >= len(decodes))
+        plan = self._plan_replay(batch)
+        assert plan is not None
+        (b, c), decodes, chunk = plan
         self._stage(decodes, chunk, b, c)
         staged = self.host.to(self.runner.device, non_blocking=True)
         off = 0
@@ -166,7 +195,7 @@ class GraphRunner:
             buf.view(-1).copy_(staged[off : off + n])
             off += n
         self.graphs[b, c].replay()
-        self.replays["mixed" if c else "decode"] += 1
+        self.replays["decode" if not c else "mixed" if b else "prefill"] += 1
         row_of = {id(it): (i, 1) for i, it in enumerate(decodes)}
         if chunk is not None:
             row_of[id(chunk)] = (b, 1) if chunk.needs_logits else (0, 0)

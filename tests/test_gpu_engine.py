@@ -155,3 +155,24 @@ def test_mixed_graphs_prefill_beside_decodes(testdata):
     agree = [_first_divergence(g, e) for g, e in zip(graphed, eager)]
     print("tokens agreeing, graphed vs eager:", agree)
     assert min(agree) >= 32, agree
+
+
+def test_prefill_graph_for_short_prompts(testdata):
+    """A lone short prefill (here: a prompt whose prefix is cached) replays the prefill graph
+    and gives the same tokens as eager steps."""
+    path = testdata / "models" / "pycode-22m-q8_0.gguf"
+    text = json.loads((testdata / "golden" / "pycode-22m_greedy_f32.json").read_text())["heldout_text"]
+
+    def run(graphs: bool) -> tuple[list[int], dict]:
+        eng = _engine(path, cuda_graphs=graphs)
+        ids = eng.encode_prompt(text)[:400]
+        p = SamplingParams(max_tokens=32, temperature=0.0, ignore_eos=True)
+        eng.generate([ids[:300]], p)  # fills the prefix cache
+        [out] = eng.generate([ids], p)  # 100-odd new tokens after a cache hit
+        return out, dict(eng.runner.graphs.replays) if eng.runner.graphs else {}
+
+    eager, _ = run(False)
+    graphed, replays = run(True)
+    print("graph replays:", replays, "agreeing tokens:", _first_divergence(graphed, eager))
+    assert replays["prefill"] >= 1
+    assert _first_divergence(graphed, eager) >= 24
