@@ -3,7 +3,9 @@
 One kernel, three modes (see `qlinear_core_triton`):
 - T == 1: MODE_VEC, a CUDA-core GEMV; each program owns BN output rows and streams their
   packed words once with 16-byte loads, NG groups of 32 elements per step, scales applied
-  once per group; split-K over programs with fp32 atomics only when N is small.
+  once per group; split-K over programs with fp32 atomics only when N is small. With fp16 x
+  (Q4_0, Q4_K, Q5_K, Q6_K) the words are decoded two fields per register and multiplied in
+  packed fp16 (`qlinear_half2_triton`, `QLinearConfig.half2`).
 - 1 < T <= 64 (batched decode, speculative verify, small chunks): MODE_DOT with BM = 16, 32
   or 64, so every dequantized tile is read once and reused by all T rows.
 - T > 64 (prefill): dequantize into an fp16 workspace with MODE_STORE and let cuBLAS
@@ -14,7 +16,8 @@ The launch is CUDA-graph capturable: configs depend on shapes only, no host sync
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, replace
 
 import torch
 import triton
@@ -22,6 +25,7 @@ import triton.language as tl
 
 from localllm.kernels.qlinear import QuantWeight
 from localllm.kernels.qlinear_core_triton import MODE_DOT, MODE_STORE, MODE_VEC, _consume
+from localllm.kernels.qlinear_half2_triton import H2_CENTER, _vec_h2
 from localllm.kernels.qlinear_kquants_triton import _load_q4_k, _load_q5_k, _load_q6_k
 from localllm.kernels.qlinear_legacy_triton import _load_q4_0, _load_q8_0
 from localllm.kernels.registry import register
@@ -73,7 +77,7 @@ def _qlinear_kernel(
     T, N, G, stride_xm, stride_om, per_split,
     FMT: tl.constexpr, MODE: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
     NG: tl.constexpr, W: tl.constexpr, F: tl.constexpr, QB: tl.constexpr, QC: tl.constexpr,
-    HAS_MIN: tl.constexpr, ATOMIC: tl.constexpr, HAS_BIAS: tl.constexpr,
+    HAS_MIN: tl.constexpr, ATOMIC: tl.constexpr, HAS_BIAS: tl.constexpr, H2: tl.constexpr,
 ):  # fmt: skip
     """out [T, N] = x [T, K] @ W^T (+ bias), K = W F G; program (n, m, k) owns rows
     [n BN, n BN + BN), x rows [m BM, m BM + BM) and groups [k per_split, (k + 1) per_split).
@@ -102,9 +106,14 @@ def _qlinear_kernel(
         g0 = g_lo + i * NG
         nw, ne, ns0, nm0, ns1, nm1 = _load_tile(FMT, p0, p1, p2, p3, p4, rows, g0 + NG, g_hi, G,
                                                 NG)  # fmt: skip
-        acc = _consume(acc, FMT, w, e, s0, m0, s1, m1, g0 + tl.arange(0, NG), g_hi, xb,
-                       stride_xm, offs_m, mask_m, wo, mask_n, MODE, BN, NG, W, F, QB, QC,
-                       HAS_MIN, True)  # fmt: skip
+        g = g0 + tl.arange(0, NG)  # [NG]
+        if H2 > 0:  # MODE_VEC with fp16 x: packed-fp16 decode (qlinear_half2_triton)
+            acc = _vec_h2(acc, FMT, w, e, s0, m0, s1, m1, g, g < g_hi, xb, QB, QC, HAS_MIN, H2,
+                          True)  # fmt: skip
+        else:
+            acc = _consume(acc, FMT, w, e, s0, m0, s1, m1, g, g_hi, xb, stride_xm, offs_m,
+                           mask_m, wo, mask_n, MODE, BN, NG, W, F, QB, QC, HAS_MIN,
+                           True)  # fmt: skip
         w, e, s0, m0, s1, m1 = nw, ne, ns0, nm0, ns1, nm1
     if MODE != 2:
         if MODE == 0:
@@ -131,6 +140,7 @@ class QLinearConfig:
     split: int = 1  # programs along K (fp32 atomics when > 1)
     warps: int = 4
     stages: int = 2
+    half2: bool = False  # MODE_VEC with fp16 x: packed-fp16 decode where the format has one
 
 
 @functools.lru_cache(maxsize=16)
@@ -150,8 +160,7 @@ def _with_split(cfg: QLinearConfig, n: int, k: int, device: torch.device) -> QLi
     ctas, target = triton.cdiv(n, cfg.bn), 4 * _num_sms(device)
     if ctas >= target // 2:
         return cfg
-    split = min(triton.cdiv(k, cfg.tile), triton.cdiv(target, ctas))
-    return QLinearConfig(cfg.mode, cfg.bm, cfg.bn, cfg.tile, split, cfg.warps, cfg.stages)
+    return replace(cfg, split=min(triton.cdiv(k, cfg.tile), triton.cdiv(target, ctas)))
 
 
 def group_size(fmt: str) -> int:
@@ -194,7 +203,8 @@ def pick_config(fmt: str, n: int, k: int, t: int, device: torch.device) -> QLine
     if t == 1:
         bn, warps = _VEC_TABLE[fmt][n > 4096]
         tile = _fit_tile(32 * warps * group_size(fmt), k)
-        cfg = QLinearConfig(MODE_VEC, 1, bn, tile, warps=warps, stages=1)
+        half2 = _FORMATS[fmt].code in H2_CENTER  # used when x is fp16
+        cfg = QLinearConfig(MODE_VEC, 1, bn, tile, warps=warps, stages=1, half2=half2)
     else:
         bn, warps = _DOT_TABLE[fmt]
         bm = max(16, triton.next_power_of_2(t))  # one M block: the weights are read once
@@ -216,6 +226,15 @@ def _check(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None) -> None:
             raise ValueError(f"qlinear: plane {name!r} must be contiguous on {x.device}")
 
 
+def _h2_mode(x: torch.Tensor, fmt: str, cfg: QLinearConfig) -> int:
+    """H2 constexpr: 0 fp32 decode, 1 packed-fp16 math in plain Triton (the interpreter runs
+    no inline asm), 2 packed-fp16 PTX. Needs fp16 x whose element pairs are 4-byte aligned."""
+    ok = cfg.half2 and cfg.mode == MODE_VEC and _FORMATS[fmt].code in H2_CENTER
+    if not ok or x.dtype != torch.float16 or x.data_ptr() % 4 or x.stride(0) % 2:
+        return 0
+    return 1 if os.environ.get("TRITON_INTERPRET") == "1" else 2
+
+
 def _launch(
     x: torch.Tensor, out: torch.Tensor, bias: torch.Tensor | None, w: QuantWeight,
     cfg: QLinearConfig, t: int,
@@ -233,7 +252,8 @@ def _launch(
         t, w.n, groups, x.stride(0), out.stride(0), per_split,
         FMT=f.code, MODE=cfg.mode, BM=cfg.bm, BN=cfg.bn, NG=ng, W=f.words, F=f.fields,
         QB=float(1 << f.qbits), QC=f.qc, HAS_MIN=f.has_min, ATOMIC=cfg.split > 1,
-        HAS_BIAS=bias is not None, num_warps=cfg.warps, num_stages=cfg.stages,
+        HAS_BIAS=bias is not None, H2=_h2_mode(x, w.fmt, cfg), num_warps=cfg.warps,
+        num_stages=cfg.stages,
     )  # fmt: skip
 
 

@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import time
+from dataclasses import replace
 
 import torch
 import triton
@@ -36,10 +37,9 @@ QTYPES = {"q4_k": "Q4_K", "q6_k": "Q6_K", "q4_0": "Q4_0", "q8_0": "Q8_0", "q5_k"
 SHAPES = [(4096, 4096), (6144, 4096), (28672, 4096), (4096, 14336), (4096, 11008)]
 LM_HEAD = (128256, 4096)  # Q6_K only, as in Q4_K_M files
 # (mode, bm, bn, groups per step, warps); MODE_VEC steps are 32 * warps groups unless given
+# (MODE_VEC sweeps run the packed-fp16 GEMV where the format has one)
 SWEEP = {
-    1: [(MODE_VEC, 1, 4, 0, 2), (MODE_VEC, 1, 8, 0, 2), (MODE_VEC, 1, 2, 0, 2),
-        (MODE_VEC, 1, 4, 0, 1), (MODE_VEC, 1, 8, 0, 1), (MODE_VEC, 1, 4, 32, 4),
-        (MODE_VEC, 1, 16, 32, 4), (MODE_VEC, 1, 4, 0, 4)],
+    1: [(MODE_VEC, 1, 8, 0, 1), (MODE_VEC, 1, 8, 0, 2), (MODE_VEC, 1, 2, 0, 2)],
     16: [(MODE_DOT, 16, 64, 8, 4), (MODE_DOT, 16, 128, 8, 4), (MODE_DOT, 16, 64, 4, 4),
          (MODE_DOT, 16, 128, 8, 8)],
     512: [],
@@ -68,7 +68,9 @@ def _sweep_config(cfg: tuple[int, ...], fmt: str, n: int, k: int) -> QLinearConf
     ctas, target = triton.cdiv(n, bn), 4 * torch.cuda.get_device_properties(0).multi_processor_count
     split = 1 if ctas >= target // 2 or mode == MODE_STORE else min(k // tile, target // ctas)
     stages = 1 if mode == MODE_VEC else 2
-    return QLinearConfig(mode, bm, bn, tile, split=split, warps=warps, stages=stages)
+    return QLinearConfig(
+        mode, bm, bn, tile, split=split, warps=warps, stages=stages, half2=mode == MODE_VEC
+    )
 
 
 def time_point(w: QuantWeight, t: int, cfgs: list[QLinearConfig]) -> list[dict]:
@@ -92,7 +94,10 @@ def cublas_tflops(n: int, k: int, t: int) -> float:
 
 def _show(r: dict, tag: str) -> None:
     c = r["cfg"]
-    cfg = f"mode={c['mode']} bm={c['bm']} bn={c['bn']} tile={c['tile']} split={c['split']} w={c['warps']}"
+    cfg = (
+        f"mode={c['mode']} bm={c['bm']} bn={c['bn']} tile={c['tile']} split={c['split']} "
+        f"w={c['warps']} h2={int(c['half2'])}"
+    )
     print(f"{tag:7s} {r['fmt']:5s} {r['n']:6d}x{r['k']:<6d} T={r['t']:<4d} {r['us']:9.1f} us "
           f"{r['gbps']:7.0f} GB/s {r['pct_bw']:5.1f}% {r['tflops']:7.1f} TFLOP/s  {cfg}")  # fmt: skip
 
@@ -104,6 +109,10 @@ def bench_weight(w: QuantWeight, sweep: bool, results: list[dict], ts: tuple[int
         best = time_point(w, t, [default])[0]
         _show(best, "default")
         results.append({**best, "default": True})
+        if default.half2:  # the same launch with the fp32-decode GEMV, for comparison
+            r = time_point(w, t, [replace(default, half2=False)])[0]
+            _show(r, "fp32dec")
+            results.append(r)
         if sweep:
             cfgs = [_sweep_config(c, w.fmt, w.n, w.k) for c in SWEEP[t]]
             for r in time_point(w, t, [c for c in cfgs if c != default]):
