@@ -14,7 +14,7 @@ import queue
 import threading
 import traceback
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 from localllm.config import EngineConfig
@@ -105,7 +105,7 @@ class AsyncEngine:
     # ---- public API (any thread / event loop) --------------------------------------------
     async def generate(self, prompt_ids: list[int], params: SamplingParams,
                        request_id: str | None = None, continuation: bool = True
-                       ) -> AsyncIterator[TokenEvent]:
+                       ) -> AsyncGenerator[TokenEvent, None]:
         rid = request_id or uuid.uuid4().hex
         q: asyncio.Queue[TokenEvent] = asyncio.Queue()
         loop = asyncio.get_running_loop()

@@ -53,10 +53,9 @@ def profile_decode(engine, batch: int, steps: int = 20) -> dict:
             cat = categorize(ev.key)
             per_cat[cat] = per_cat.get(cat, 0.0) + t / 1e6
     busy = sum(per_cat.values())
-    out = {"batch": batch, "step_ms": 1000 * wall / steps,
-           "fractions": {k: v / wall for k, v in sorted(per_cat.items(), key=lambda kv: -kv[1])}}
-    out["fractions"]["idle (launch gaps, host)"] = max(0.0, 1 - busy / wall)
-    return out
+    fractions = {k: v / wall for k, v in sorted(per_cat.items(), key=lambda kv: -kv[1])}
+    fractions["idle (launch gaps, host)"] = max(0.0, 1 - busy / wall)
+    return {"batch": batch, "step_ms": 1000 * wall / steps, "fractions": fractions}
 
 
 def format_profile(p: dict) -> str:

@@ -36,7 +36,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _settings(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def _settings(args: argparse.Namespace):
     from localllm.tui.backend import ChatSettings
 
     given = {k: getattr(args, k) for k in ("temperature", "top_p", "max_tokens")}
@@ -44,7 +44,7 @@ def _settings(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     return ChatSettings(**given) if given else None
 
 
-def _config_for(args: argparse.Namespace, path: str):  # type: ignore[no-untyped-def]
+def _config_for(args: argparse.Namespace, path: str):
     """The engine config for the model picked at start-up (or given with --model)."""
     return engine_config(argparse.Namespace(**{**vars(args), "model": path}))
 

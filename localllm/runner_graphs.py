@@ -16,7 +16,7 @@ Padding rows write no KV (slot -1) and padding sequences have length 0.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -93,7 +93,7 @@ class GraphRunner:
         rows = list(range(b)) + ([b + c - 1] if c else [])
         self.rows[: len(rows)].copy_(torch.tensor(rows, dtype=torch.int64))
 
-    def _capture(self, b: int, c: int, pool: tuple, stream: torch.cuda.Stream) -> None:
+    def _capture(self, b: int, c: int, pool: Any, stream: torch.cuda.Stream) -> None:
         model, kv = self.runner.model, self.runner.kv
         fb = self._fb(b, c)
         self._reset(b, c)

@@ -198,8 +198,8 @@ class ChatApp(ChatActions, App[None]):
         self.refresh_status()
 
     def refresh_status(self) -> None:
-        if self.is_mounted:
-            self.query_one("#status", Static).update(format_status(self.info))
+        for status in self.query("#status").results(Static):  # none before the screen mounts
+            status.update(format_status(self.info))
 
     async def refresh_pool(self) -> None:
         if self.backend is not None:

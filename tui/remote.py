@@ -83,7 +83,7 @@ class RemoteBackend:
         reason, usage = "stop", None
         try:
             resp = await self.client.chat.completions.create(
-                model=self.model_name, messages=messages, stream=True,  # type: ignore[arg-type]
+                model=self.model_name, messages=messages, stream=True,
                 temperature=settings.temperature, top_p=settings.top_p,
                 max_tokens=settings.max_tokens, stream_options={"include_usage": True},
             )

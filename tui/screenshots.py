@@ -19,7 +19,7 @@ from localllm.tui.backend import ChatSettings
 QUESTIONS = ("Tell me a story about a cat", "What did the cat find in the garden?")
 
 
-async def _wait(pilot, cond, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
+async def _wait(pilot, cond, timeout: float = 30.0) -> None:
     for _ in range(int(timeout / 0.05)):
         if cond():
             return

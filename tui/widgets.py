@@ -46,7 +46,7 @@ class MessageView(Vertical):
         self.border_title = ROLE_LABELS.get(role, role)
         self._stream: MarkdownStream | None = None
 
-    def compose(self):  # type: ignore[no-untyped-def]
+    def compose(self):
         yield Markdown(self.content, classes="body")
 
     @property
