@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import torch
 
 from localllm.errors import LocalLLMError
@@ -19,11 +21,24 @@ def pick_device(name: str) -> torch.device:
 
 
 def pick_backend(name: str, device: torch.device) -> str:
-    if name != "auto":
-        if name == "triton" and device.type != "cuda":
+    from localllm.kernels.registry import triton_available
+
+    if name == "triton":
+        if device.type != "cuda":
             raise LocalLLMError("the triton backend needs a CUDA device")
+        if not triton_available():
+            raise LocalLLMError("the triton backend needs the `triton` package (pip install triton)")
+    if name != "auto":
         return name
-    return "triton" if device.type == "cuda" else "reference"
+    if device.type != "cuda":
+        return "reference"
+    if not triton_available():
+        logging.getLogger("localllm").warning(
+            "triton is not installed: running the slow torch reference kernels on the GPU "
+            "(pip install triton)"
+        )
+        return "reference"
+    return "triton"
 
 
 _DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
