@@ -8,7 +8,7 @@ produces them. Closing the stream (client gone, error) cancels the tasks, and le
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 
 import anyio
@@ -16,9 +16,11 @@ from starlette.requests import Request
 
 from localllm.async_engine import AsyncEngine
 from localllm.core import TokenEvent, TokenLogprob, Usage
-from localllm.server.errors import APIError
+from localllm.server import responses as R
+from localllm.server.errors import APIError, error_body
 from localllm.server.metrics import ServerMetrics
 from localllm.server.params import Job
+from localllm.server.sse import DONE, sse_data
 
 
 async def merged_events(
@@ -129,3 +131,39 @@ async def _gather(
         if ev.finished:
             r.finish_reason, r.usage, r.stats = ev.finish_reason, ev.usage, ev.stats
     return results
+
+
+async def stream_choices(
+    events: AsyncIterator[tuple[int, TokenEvent]],
+    head: dict,
+    opening: Iterable[dict],
+    render: Callable[[int, TokenEvent], Iterable[dict]],
+    n_choices: int,
+    n: int,
+    include_usage: bool,
+) -> AsyncIterator[bytes]:
+    """OpenAI's stream layout: the `opening` choice chunks, then the chunks `render` makes of
+    each event, then (with include_usage) a usage chunk, then [DONE]. An error after the status
+    line has gone out is reported in-band."""
+    head = {**head, "usage": None} if include_usage else head
+
+    def chunk(choice: dict) -> bytes:
+        return sse_data({**head, "choices": [choice]})
+
+    for choice in opening:
+        yield chunk(choice)
+    usages: list[Usage | None] = [None] * n_choices
+    try:
+        async for index, ev in events:
+            check_event(ev)
+            for choice in render(index, ev):
+                yield chunk(choice)
+            if ev.finished:
+                usages[index] = ev.usage
+    except Exception as e:  # noqa: BLE001 - the status line is sent: report in-band
+        yield sse_data(error_body(e))
+        yield DONE
+        return
+    if include_usage:
+        yield sse_data({**head, "choices": [], "usage": R.usage_body(usages, n)})
+    yield DONE

@@ -13,12 +13,11 @@ from localllm.core import TokenEvent
 from localllm.errors import RequestError
 from localllm.server import responses as R
 from localllm.server.context import Ctx, Engine
-from localllm.server.errors import error_body
-from localllm.server.generation import check_event, collect, merged_events, primed
+from localllm.server.generation import collect, merged_events, primed, stream_choices
 from localllm.server.params import build_jobs, check_model, check_n
 from localllm.server.prompts import chat_prompt_ids
 from localllm.server.schemas import ChatCompletionRequest
-from localllm.server.sse import DONE, EventStreamResponse, sse_data
+from localllm.server.sse import EventStreamResponse
 
 router = APIRouter()
 
@@ -70,7 +69,7 @@ async def chat_completions(
     return JSONResponse(out)
 
 
-async def _stream(
+def _stream(
     events: AsyncIterator[tuple[int, TokenEvent]],
     engine: AsyncEngine,
     rid: str,
@@ -78,29 +77,17 @@ async def _stream(
     n: int,
     include_usage: bool,
 ) -> AsyncIterator[bytes]:
+    role = {"role": "assistant", "content": "", "refusal": None}
+    opening = [R.chat_chunk_choice(i, role) for i in range(n)]  # role first, as OpenAI does
+
+    def render(index: int, ev: TokenEvent) -> list[dict[str, Any]]:
+        out = []
+        if ev.text or ev.logprobs:
+            lps = R.chat_logprobs(engine.tokenizer, ev.logprobs) if ev.logprobs else None
+            out.append(R.chat_chunk_choice(index, {"content": ev.text}, None, lps))
+        if ev.finished:
+            out.append(R.chat_chunk_choice(index, {}, ev.finish_reason))
+        return out
+
     head = R.envelope(rid, "chat.completion.chunk", model)
-    if include_usage:
-        head["usage"] = None
-
-    def chunk(choice: dict[str, Any]) -> bytes:
-        return sse_data({**head, "choices": [choice]})
-
-    for i in range(n):  # role first, as OpenAI does
-        yield chunk(R.chat_chunk_choice(i, {"role": "assistant", "content": "", "refusal": None}))
-    usages: list[Any] = [None] * n
-    try:
-        async for index, ev in events:
-            check_event(ev)
-            if ev.text or ev.logprobs:
-                lps = R.chat_logprobs(engine.tokenizer, ev.logprobs) if ev.logprobs else None
-                yield chunk(R.chat_chunk_choice(index, {"content": ev.text}, None, lps))
-            if ev.finished:
-                usages[index] = ev.usage
-                yield chunk(R.chat_chunk_choice(index, {}, ev.finish_reason))
-    except Exception as e:  # noqa: BLE001 - the status line is sent: report in-band
-        yield sse_data(error_body(e))
-        yield DONE
-        return
-    if include_usage:
-        yield sse_data({**head, "choices": [], "usage": R.usage_body(usages, n)})
-    yield DONE
+    return stream_choices(events, head, opening, render, n, n, include_usage)

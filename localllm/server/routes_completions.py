@@ -13,12 +13,11 @@ from localllm.core import TokenEvent
 from localllm.errors import RequestError
 from localllm.server import responses as R
 from localllm.server.context import Ctx, Engine
-from localllm.server.errors import error_body
-from localllm.server.generation import check_event, collect, merged_events, primed
+from localllm.server.generation import collect, merged_events, primed, stream_choices
 from localllm.server.params import build_jobs, check_model, check_n
 from localllm.server.prompts import completion_prompts, fim_prompt_ids
 from localllm.server.schemas import CompletionRequest
-from localllm.server.sse import DONE, EventStreamResponse, sse_data
+from localllm.server.sse import EventStreamResponse
 
 router = APIRouter()
 MAX_CHOICES = 128  # prompts x n in one request
@@ -79,7 +78,7 @@ async def completions(
     return JSONResponse(out)
 
 
-async def _stream(
+def _stream(
     events: AsyncIterator[tuple[int, TokenEvent]],
     rid: str,
     model: str,
@@ -87,31 +86,15 @@ async def _stream(
     starts: list[str],
     include_usage: bool,
 ) -> AsyncIterator[bytes]:
+    opening = [R.completion_choice(i, text, None, None) for i, text in enumerate(starts) if text]
+    offsets = [len(t) for t in starts]  # text offsets for logprobs
+
+    def render(index: int, ev: TokenEvent) -> list[dict[str, Any]]:
+        if not (ev.text or ev.logprobs or ev.finished):
+            return []
+        lps = R.completion_logprobs(ev.logprobs, offsets[index]) if ev.logprobs else None
+        offsets[index] += sum(len(lp.token) for lp in ev.logprobs or [])
+        return [R.completion_choice(index, ev.text, ev.finish_reason, lps)]
+
     head = R.envelope(rid, "text_completion", model)
-    if include_usage:
-        head["usage"] = None
-
-    def chunk(choice: dict[str, Any]) -> bytes:
-        return sse_data({**head, "choices": [choice]})
-
-    for i, text in enumerate(starts):
-        if text:
-            yield chunk(R.completion_choice(i, text, None, None))
-    usages: list[Any] = [None] * len(starts)
-    offsets = [len(t) for t in starts]
-    try:
-        async for index, ev in events:
-            check_event(ev)
-            if ev.text or ev.logprobs or ev.finished:
-                lps = R.completion_logprobs(ev.logprobs, offsets[index]) if ev.logprobs else None
-                offsets[index] += sum(len(lp.token) for lp in ev.logprobs or [])
-                yield chunk(R.completion_choice(index, ev.text, ev.finish_reason, lps))
-            if ev.finished:
-                usages[index] = ev.usage
-    except Exception as e:  # noqa: BLE001 - the status line is sent: report in-band
-        yield sse_data(error_body(e))
-        yield DONE
-        return
-    if include_usage:
-        yield sse_data({**head, "choices": [], "usage": R.usage_body(usages, n)})
-    yield DONE
+    return stream_choices(events, head, opening, render, len(starts), n, include_usage)
