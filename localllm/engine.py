@@ -118,7 +118,7 @@ class LLMEngine:
         out = self.runner.execute(batch)
         accepted = self._sample(batch, out.logits, out.rows)
         self.scheduler.update(batch, accepted)
-        self.stats.record_step(batch, time.perf_counter() - t0)
+        self.stats.record_step(time.perf_counter() - t0)
         self.stats.preemptions = self.scheduler.num_preemptions
         return events + self._postprocess(batch, accepted)
 

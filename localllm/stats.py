@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from localllm.core import Sequence
-    from localllm.scheduler import ScheduledBatch
 
 
 def request_stats(seq: Sequence) -> dict:
@@ -44,7 +43,7 @@ class EngineStats:
     spec_accepted: int = 0
     last: dict = field(default_factory=dict)  # stats of the most recently finished request
 
-    def record_step(self, batch: ScheduledBatch, seconds: float) -> None:
+    def record_step(self, seconds: float) -> None:
         self.steps += 1
         self.step_time += seconds
 

@@ -11,7 +11,7 @@ import torch
 from localllm.config import EngineConfig
 from localllm.core import SamplingParams
 from localllm.engine import LLMEngine
-from localllm.scoring import mean_nll
+from localllm.scoring import mean_nll, prompt_logits
 
 pytestmark = pytest.mark.gpu
 
@@ -99,17 +99,7 @@ def test_synthetic_8b_logits_match_reference(tmp_path_factory):
 
     def logits(**kw) -> torch.Tensor:
         eng = _engine(path, max_model_len=256, gpu_memory_utilization=0.5, cuda_graphs=False, **kw)
-        from localllm.scoring import token_logprobs  # noqa: F401  (same chunked path)
-        runner = eng.runner
-        from localllm.core import Sequence
-        from localllm.scheduler_types import ScheduledBatch, ScheduledSeq
-
-        seq = Sequence("x", prompt, SamplingParams(max_tokens=1))
-        assert eng.block_manager.allocate(seq, len(prompt))
-        fb, _ = runner.prepare(ScheduledBatch([ScheduledSeq(seq, 0, len(prompt), [], False)]))
-        fb.logits_indices = torch.arange(len(prompt), device="cuda")
-        with torch.inference_mode():
-            out = runner.model.logits(runner.model.forward(fb, runner.kv)).float().cpu()
+        [out] = [x.float().cpu() for x in prompt_logits(eng, prompt, chunk=len(prompt))]
         del eng
         _release()
         return out
