@@ -200,8 +200,10 @@ class ModelRunner:
 
     @torch.inference_mode()
     def execute(self, batch: ScheduledBatch) -> StepOutput:
-        if self.graphs is not None and self.graphs.can_run(batch):
-            logits, rows = self.graphs.run(batch)
+        graphs = self.graphs
+        plan = graphs.plan(batch) if graphs is not None else None
+        if graphs is not None and plan is not None:
+            logits, rows = graphs.run(batch, plan)
             return StepOutput(logits, rows)
         fb, rows = self.prepare(batch)
         hidden = self.model.forward(fb, self.kv)

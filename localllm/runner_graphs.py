@@ -39,6 +39,9 @@ MIXED_MAX_TOKENS = 32
 # editor completion) replays one graph instead of launching ~450 kernels from Python.
 PREFILL_GRAPH_TOKENS = 128
 
+# (graph key (decode bucket b, chunk c), decode items, the one prefill chunk or None)
+ReplayPlan = tuple[tuple[int, int], list["ScheduledSeq"], "ScheduledSeq | None"]
+
 
 class GraphRunner:
     def __init__(self, runner: ModelRunner, max_batch: int, mixed_chunk: int = MIXED_CHUNK) -> None:
@@ -126,8 +129,7 @@ class GraphRunner:
     def _bucket(buckets: list[int], n: int) -> int | None:
         return next((x for x in buckets if x >= n), None)
 
-    def _plan_replay(self, batch: ScheduledBatch
-                     ) -> tuple[tuple[int, int], list[ScheduledSeq], ScheduledSeq | None] | None:
+    def plan(self, batch: ScheduledBatch) -> ReplayPlan | None:
         """(graph key (b, c), decode items, the one prefill chunk or None), or None when no
         captured graph runs this batch."""
         if not self.enabled:
@@ -149,9 +151,6 @@ class GraphRunner:
         if key[0] is None or key not in self.graphs:
             return None
         return (key[0], key[1]), decodes, chunk
-
-    def can_run(self, batch: ScheduledBatch) -> bool:
-        return self._plan_replay(batch) is not None
 
     def _stage(self, decodes: list[ScheduledSeq], chunk: ScheduledSeq | None, b: int, c: int) -> None:
         bs, mb = self.runner.block_size, self.runner.max_blocks_per_seq
@@ -184,9 +183,8 @@ class GraphRunner:
             cu[b + 1] = b + c
             rows[b] = b + c - 1
 
-    def run(self, batch: ScheduledBatch) -> tuple[torch.Tensor, list[tuple[int, int]]]:
-        plan = self._plan_replay(batch)
-        assert plan is not None
+    def run(self, batch: ScheduledBatch, plan: ReplayPlan) -> tuple[torch.Tensor, list[tuple[int, int]]]:
+        """Replay the graph `plan` (from `plan(batch)`) chose for batch."""
         (b, c), decodes, chunk = plan
         self._stage(decodes, chunk, b, c)
         staged = self.host.to(self.runner.device, non_blocking=True)
