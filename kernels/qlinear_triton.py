@@ -6,10 +6,12 @@ One kernel, three modes (see `qlinear_core_triton`):
   once per group; split-K over programs with fp32 atomics only when N is small. With fp16 x
   (Q4_0, Q4_K, Q5_K, Q6_K) the words are decoded two fields per register and multiplied in
   packed fp16 (`qlinear_half2_triton`, `QLinearConfig.half2`).
-- 1 < T <= 64 (batched decode, speculative verify, small chunks): MODE_DOT with BM = 16, 32
-  or 64, so every dequantized tile is read once and reused by all T rows.
-- T > 64 (prefill): dequantize into an fp16 workspace with MODE_STORE and let cuBLAS
-  multiply (the fused GEMM remains selectable through `QLinearConfig`).
+- 1 < T <= MM_MAX_T (batched decode, speculative verify, short chunks, cached-prefix turns):
+  the fused dequant-GEMM of `qlinear_mm_triton` (tensor cores, weights decoded in registers).
+  MODE_DOT (rebuilt fp16 tiles, one `tl.dot` per field) stays selectable through
+  `QLinearConfig` for comparison; the fused kernel is 1.3-1.8x faster.
+- T > MM_MAX_T (prefill): dequantize into an fp16 workspace with MODE_STORE and let cuBLAS
+  multiply.
 The launch is CUDA-graph capturable: configs depend on shapes only, no host syncs.
 """
 
@@ -28,6 +30,7 @@ from localllm.kernels.qlinear_core_triton import MODE_DOT, MODE_STORE, MODE_VEC,
 from localllm.kernels.qlinear_half2_triton import H2_CENTER, _vec_h2
 from localllm.kernels.qlinear_kquants_triton import _load_q4_k, _load_q5_k, _load_q6_k
 from localllm.kernels.qlinear_legacy_triton import _load_q4_0, _load_q8_0
+from localllm.kernels.qlinear_mm_triton import MM_MAX_T, PLANES, mm_config, qmm_launch
 from localllm.kernels.registry import register
 
 
@@ -301,7 +304,12 @@ def qlinear_triton(
         wd = w.tensors["w"]
         b = bias.to(wd.dtype) if bias is not None else None
         return torch.nn.functional.linear(x.to(wd.dtype), wd, b).to(x.dtype)
-    if x.shape[0] == 0:
+    t = x.shape[0]
+    if t == 0:
         return x.new_empty((0, w.n))
-    cfg = pick_config(w.fmt, w.n, w.k, x.shape[0], x.device)
+    if 1 < t <= MM_MAX_T:  # batched decode, verify, short chunks: the fused dequant-GEMM
+        _check(x, w, bias)
+        cfg = mm_config(w.fmt, w.n, w.k, t, _num_sms(x.device))
+        return qmm_launch(x, [w.tensors[p] for p in PLANES[w.fmt]], w.fmt, w.n, bias, cfg)
+    cfg = pick_config(w.fmt, w.n, w.k, t, x.device)
     return qlinear_launch(x, w, bias, cfg)

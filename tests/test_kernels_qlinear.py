@@ -223,7 +223,7 @@ def test_gpu_matches_reference(qtype: QT, shape: tuple[int, int]) -> None:
     w = pack_weight(random_raw(qtype, n, k, seed=n + k, scale=0.002), "cuda")
     wd = dequantize_weight(w)  # fp32 [n, k]
     gen = torch.Generator(device="cuda").manual_seed(0)
-    for t in (1, 5, 16, 512):
+    for t in (1, 5, 16, 33, 100, 512):
         x = torch.randn(t, k, device="cuda", generator=gen).half()
         ref = x.float() @ wd.t()
         out = qt.qlinear_triton(x, w)

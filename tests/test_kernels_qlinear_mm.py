@@ -1,0 +1,61 @@
+"""The fused dequant-GEMM (kernels/qlinear_mm_triton.py) against the torch reference: every
+format, explicit configs (split K, swapped operands, K steps of 4-16 groups), bias, row and
+batch tails. On CPU under TRITON_INTERPRET=1; on the GPU over 7-8B shapes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from gguf import GGMLQuantizationType as QT
+
+from localllm.kernels.qlinear import dequantize_weight, pack_weight, qlinear_ref
+from test_kernels_qlinear import KERNEL_QTYPES, random_raw  # shared fixtures of the qlinear tests
+
+mm = pytest.importorskip("localllm.kernels.qlinear_mm_triton")
+
+CONFIGS = [
+    mm.MMConfig(16, 32, 4),
+    mm.MMConfig(32, 16, 8, split=3, swap=True),
+    mm.MMConfig(16, 64, 16, split=2, warps=8),
+]
+
+
+@pytest.mark.parametrize("qtype", list(KERNEL_QTYPES), ids=lambda q: q.name)
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: f"bm{c.bm}-bn{c.bn}-ng{c.ng}-s{c.split}")
+def test_qmm_matches_reference(qtype: QT, cfg: mm.MMConfig) -> None:
+    fmt = KERNEL_QTYPES[qtype]
+    t, n, k = 19, 48, 1024  # 19 rows: two M blocks of 16; 48: a row tail of BN=32/64
+    w = pack_weight(random_raw(qtype, n, k, seed=cfg.bm + cfg.ng))
+    gen = torch.Generator().manual_seed(cfg.bn)
+    x = torch.randn(t, k, generator=gen)
+    bias = torch.randn(n, generator=gen)
+    out = mm.qmm_launch(x, [w.tensors[p] for p in mm.PLANES[fmt]], fmt, n, bias, cfg)
+    ref = qlinear_ref(x, w, bias)
+    assert out.shape == (t, n) and out.dtype == x.dtype
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4 * ref.abs().max().item())
+
+
+def test_qmm_heuristic_shapes() -> None:
+    sms = 132
+    small = mm.mm_config("q4_k", 1024, 4096, 8, sms)
+    assert small.bm == 16 and small.split > 1  # 16 row blocks: split K to fill the SMs
+    big = mm.mm_config("q4_k", 28672, 4096, 32, sms)
+    assert big.bm == 32 and big.split == 1
+    assert mm.mm_config("q6_k", 4096, 4096, 100, sms).bm == 128
+    assert mm.mm_config("q8_0", 64, 96, 2, sms).ng == 1  # K = 3 groups: one group per step
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("qtype", list(KERNEL_QTYPES), ids=lambda q: q.name)
+@pytest.mark.parametrize("t", [2, 8, 32, 64, 128])
+def test_gpu_qmm_matches_reference(qtype: QT, t: int) -> None:
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    fmt = KERNEL_QTYPES[qtype]
+    n, k = 6144, 4096
+    w = pack_weight(random_raw(qtype, n, k, seed=t, scale=0.002), "cuda")
+    x = torch.randn(t, k, device="cuda").half()
+    ref = x.float() @ dequantize_weight(w).t()
+    cfg = mm.mm_config(fmt, n, k, t, torch.cuda.get_device_properties(0).multi_processor_count)
+    out = mm.qmm_launch(x, [w.tensors[p] for p in mm.PLANES[fmt]], fmt, n, None, cfg)
+    torch.testing.assert_close(out.float(), ref, rtol=1e-2, atol=3e-3 * ref.abs().max().item())
