@@ -159,9 +159,11 @@ def _fit_tile(tile: int, k: int) -> int:
 
 
 def _with_split(cfg: QLinearConfig, n: int, k: int, device: torch.device) -> QLinearConfig:
-    """Split K over programs when the rows alone give fewer than ~2 programs per SM."""
+    """Split K over programs when the rows alone give fewer than ~2 programs per SM (the GEMV:
+    fewer than one, since a split costs two more kernels, zeroing and converting its fp32
+    output, which inside a CUDA graph outweighs the idle SMs of a 1024-row K/V projection)."""
     ctas, target = triton.cdiv(n, cfg.bn), 4 * _num_sms(device)
-    if ctas >= target // 2:
+    if ctas >= (_num_sms(device) if cfg.mode == MODE_VEC else target // 2):
         return cfg
     return replace(cfg, split=min(triton.cdiv(k, cfg.tile), triton.cdiv(target, ctas)))
 

@@ -40,7 +40,7 @@ class Embedding:
 @dataclass
 class LayerWeights:
     attn_norm: torch.Tensor  # [D]
-    wqkv: list[QuantWeight]  # one fused [q+2kv, D] weight, or [wq, wk, wv] when formats differ
+    wqkv: list[QuantWeight]  # one fused [q+2kv, D] weight, or runs of one format: [wq+wk, wv]
     bqkv: torch.Tensor | None  # [q+2kv] (qwen2)
     q_norm: torch.Tensor | None  # [head_dim] (qwen3)
     k_norm: torch.Tensor | None
@@ -77,8 +77,15 @@ def _linear(g: GGUFFile, name: str, cfg_shape: tuple[int, int], device: torch.de
 
 
 def _fuse(ws: list[QuantWeight]) -> list[QuantWeight]:
-    fused = concat_weights(ws)
-    return [fused] if fused is not None else ws
+    """Stack runs of neighbouring weights that share a format (Q4_K_M: [q+k (Q4_K), v (Q6_K)])."""
+    out: list[QuantWeight] = []
+    for w in ws:
+        fused = concat_weights([out[-1], w]) if out else None
+        if fused is not None:
+            out[-1] = fused
+        else:
+            out.append(w)
+    return out
 
 
 def _layer(g: GGUFFile, cfg: ModelConfig, i: int, device: torch.device, dtype: torch.dtype) -> LayerWeights:
