@@ -309,7 +309,9 @@ def qlinear_triton(
     t = x.shape[0]
     if t == 0:
         return x.new_empty((0, w.n))
-    if 1 < t <= MM_MAX_T:  # batched decode, verify, short chunks: the fused dequant-GEMM
+    # batched decode, verify, short chunks: the fused dequant-GEMM (fp16/bf16 on the GPU: its
+    # fp32 tiles would not fit in shared memory)
+    if 1 < t <= MM_MAX_T and (x.dtype != torch.float32 or x.device.type != "cuda"):
         _check(x, w, bias)
         cfg = mm_config(w.fmt, w.n, w.k, t, _num_sms(x.device))
         return qmm_launch(x, [w.tensors[p] for p in PLANES[w.fmt]], w.fmt, w.n, bias, cfg)

@@ -17,6 +17,7 @@ CONFIGS = [
     mm.MMConfig(16, 32, 4),
     mm.MMConfig(32, 16, 8, split=3, swap=True),
     mm.MMConfig(16, 64, 16, split=2, warps=8),
+    mm.MMConfig(64, 128, 8, warps=8, swap=True),
 ]
 
 
@@ -38,9 +39,9 @@ def test_qmm_matches_reference(qtype: QT, cfg: mm.MMConfig) -> None:
 def test_qmm_heuristic_shapes() -> None:
     sms = 132
     small = mm.mm_config("q4_k", 1024, 4096, 8, sms)
-    assert small.bm == 16 and small.split > 1  # 16 row blocks: split K to fill the SMs
+    assert small.bm == 16 and small.split > 1  # 8 row blocks: split K to fill the SMs
     big = mm.mm_config("q4_k", 28672, 4096, 32, sms)
-    assert big.bm == 32 and big.split == 1
+    assert big.bm == 32 and big.swap and big.split <= 2
     assert mm.mm_config("q6_k", 4096, 4096, 100, sms).bm == 128
     assert mm.mm_config("q8_0", 64, 96, 2, sms).ng == 1  # K = 3 groups: one group per step
 
