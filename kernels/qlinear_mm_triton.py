@@ -280,9 +280,10 @@ def _largest_ng(ng: int, groups: int) -> int:
 
 
 # up to this many activation rows the fused kernel beats dequantize + cuBLAS: it reads the
-# packed weights once instead of writing and re-reading an fp16 copy (H200 sweep,
-# scripts/sweep_qmm.py: 1.3x at 32 rows, 1.5-1.8x at 128 rows on 7-8B shapes)
-MM_MAX_T = 128
+# packed weights once instead of writing and re-reading an fp16 copy (H200, CUDA-graph timing,
+# 4096x4096 Q4_K: 50.5 -> 20.9 us at 8 rows, 51.1 -> 30.7 us at 32). With 128-row blocks a
+# 100-token cached-prefix turn took 2x longer than dequantize + cuBLAS, so more rows stay there.
+MM_MAX_T = 64
 
 
 def mm_config(fmt: str, n: int, k: int, t: int, num_sms: int) -> MMConfig:
@@ -292,7 +293,7 @@ def mm_config(fmt: str, n: int, k: int, t: int, num_sms: int) -> MMConfig:
     fails to compile the unswapped form for 64+ rows), 256 K elements per step, 8 warps; split
     K until every SM has two programs."""
     groups = k // 32
-    bm = max(16, triton.next_power_of_2(t)) if t <= 64 else 128
+    bm = max(16, triton.next_power_of_2(t)) if t <= 64 else 128  # 128: explicit calls only
     ng = _largest_ng(8, groups)
     ctas = triton.cdiv(n, 128) * triton.cdiv(t, bm)
     split = 1

@@ -10,6 +10,7 @@ from localllm.core import SamplingParams
 # kernel-name fragments -> category, first match wins
 CATEGORIES = (
     ("qlinear", "weights (GEMV/GEMM)"),
+    ("qmm", "weights (GEMV/GEMM)"),
     ("dequant", "weights (GEMV/GEMM)"),
     ("gemm", "weights (GEMV/GEMM)"),
     ("gemv", "weights (GEMV/GEMM)"),
