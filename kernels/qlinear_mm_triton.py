@@ -1,15 +1,16 @@
 """Triton fused dequant x GEMM for 2..MM_MAX_T activation rows (batched decode, speculative
-verify, short prefill chunks and cached-prefix turns).
+verify, short prefill chunks).
 
 Each program owns BN weight rows and BM activation rows and walks K in steps of NG scale
-groups of 32 elements. A step dequantizes the weight tile straight into natural K order,
-`[BN, NG, 4, 8]` -> `[BN, NG * 32]`: each packed word is loaded once and expanded into its 8
-fields in the registers of the thread that loaded it (`localllm.kernels.qlinear_pack`:
-element 4 s + w of a 32-element group is field s of word w), so the tile is in a permuted K
-order; the activation tile is loaded contiguously and permuted the same way in registers
-(a dot product does not care about the order of K). Scales are loaded once per group. One `tl.dot` per step then multiplies the
-activation tile `[BM, NG * 32]` with the fp16/bf16 weight tile on the tensor cores, so every
-weight byte is read from memory once per BM rows.
+groups of 32 elements. A step dequantizes the weight tile `[BN, NG * 32]` in registers: each
+packed word is loaded once and its 8 fields are decoded, scaled and joined in the registers
+of the thread that loaded it (`localllm.kernels.qlinear_pack`: element 4 s + w of a
+32-element group is field s of word w), so the tile is in a permuted K order, and Triton
+lowers the joined tile directly into the MMA operand. The activation tile is loaded
+contiguously and permuted the same way in registers (a dot product does not care about the
+order of K). Scales are loaded once per group. One `tl.dot` per step multiplies the two on the
+tensor cores, so every weight byte is read from memory once per BM rows. The loads of step
+i + 1 are issued before step i computes.
 """
 
 from __future__ import annotations
