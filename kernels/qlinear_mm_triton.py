@@ -58,59 +58,34 @@ def _affine(u, scale, shift, DT: tl.constexpr):
 def _plane_ptrs(FMT: tl.constexpr, p0, p1, p2, p3, p4, rows, g, G):
     """Pointers of the first K step (groups g [NG]) into every plane of rows [BN] (int64):
     (words [BN, NG, 4 | 8], high bits [BN, NG, 4], per-group scale pairs as int16 [BN, NG],
-    per-super-block d and dmin [BN, NG]); unused entries repeat the words pointer. The K loop
-    then only adds `_ptr_steps`."""
-    r3 = rows[:, None, None]
-    g3 = g[None, :, None]
-    w4 = tl.arange(0, 4)[None, None, :]
+    per-super-block d and dmin [BN, NG]); unused entries repeat another pointer. The K loop
+    then only advances them."""
     r2 = rows[:, None]
     g2 = g[None, :]
+    o4 = (r2 * (G * 4) + g2 * 4)[:, :, None] + tl.arange(0, 4)[None, None, :]  # 4 per group
+    o1 = r2 * G + g2  # one entry (or int16 pair) per group
+    osb = r2 * (G // 8) + g2 // 8  # one entry per 256-element super-block
     if FMT == 0:  # q8_0: qs int32 [N, 8G], d fp16 [N, G]
-        wp = p0 + r3 * (G * 8) + g3 * 8 + tl.arange(0, 8)[None, None, :]
-        sp = p1 + r2 * G + g2
+        wp = p0 + (r2 * (G * 8) + g2 * 8)[:, :, None] + tl.arange(0, 8)[None, None, :]
+        sp = p1 + o1
         hp, dp, mp = wp, sp, sp
     elif FMT == 1:  # q4_0: qs int32 [N, 4G], d fp16 [N, G] in reverse group order
-        wp = p0 + r3 * (G * 4) + g3 * 4 + w4
+        wp = p0 + o4
         sp = p1 + r2 * G + (G - 1 - g2)
         hp, dp, mp = wp, sp, sp
     elif FMT == 2 or FMT == 3:  # q4_k/q5_k: sm (scale, min) bytes [N, 2G], d/dmin [N, G/8]
-        wp = p0 + r3 * (G * 4) + g3 * 4 + w4
-        sp = p1.to(tl.pointer_type(tl.int16)) + r2 * G + g2
-        dp = p2 + r2 * (G // 8) + g2 // 8
-        mp = p3 + r2 * (G // 8) + g2 // 8
-        if FMT == 3:  # qh uint8 [N, 4G]
-            hp = p4 + r3 * (G * 4) + g3 * 4 + w4
-        else:
-            hp = wp
+        wp = p0 + o4
+        sp = p1.to(tl.pointer_type(tl.int16)) + o1
+        dp = p2 + osb
+        mp = p3 + osb
+        hp = p4 + o4 if FMT == 3 else wp  # q5_k: qh uint8 [N, 4G]
     else:  # q6_k: ql int32 [N, 4G], qh int16 [N, 4G], sc int8 pairs [N, 2G], d [N, G/8]
-        wp = p0 + r3 * (G * 4) + g3 * 4 + w4
-        hp = p1 + r3 * (G * 4) + g3 * 4 + w4
-        sp = p2.to(tl.pointer_type(tl.int16)) + r2 * G + g2
-        dp = p3 + r2 * (G // 8) + g2 // 8
+        wp = p0 + o4
+        hp = p1 + o4
+        sp = p2.to(tl.pointer_type(tl.int16)) + o1
+        dp = p3 + osb
         mp = dp
     return wp, hp, sp, dp, mp
-
-
-@triton.jit
-def _nib(wd, S: tl.constexpr, hi, HB: tl.constexpr):
-    """Field S of int32 words: the nibble, plus HB high bits from `hi` (bits HB S ..)."""
-    u = (wd >> (4 * S)) & 15
-    if HB > 0:
-        u = u | (((hi >> (HB * S)) & ((1 << HB) - 1)) << 4)
-    return u
-
-
-@triton.jit
-def _affine(u, scale, shift, DT: tl.constexpr):
-    return (u.to(tl.float32) * scale - shift).to(DT)
-
-
-@triton.jit
-def _join8(f0, f1, f2, f3, f4, f5, f6, f7):
-    """Eight [..] -> [.., 2, 2, 2], all in the registers of the thread holding [..]: position
-    4 a + 2 b + c of the new dims holds f_(4 c + 2 b + a) (field index bit-reversed)."""
-    return tl.join(tl.join(tl.join(f0, f1), tl.join(f2, f3)),
-                   tl.join(tl.join(f4, f5), tl.join(f6, f7)))  # fmt: skip
 
 
 @triton.jit
