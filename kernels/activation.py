@@ -9,8 +9,9 @@ from localllm.kernels.registry import register
 
 
 @register("silu_mul", "reference")
-def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
-    """gate, up [T, F] (may be strided views of one [T, 2F] tensor) -> [T, F] in gate.dtype."""
+def silu_mul(gate: torch.Tensor, up: torch.Tensor, quant: str | None = None) -> torch.Tensor:
+    """gate, up [T, F] (may be strided views of one [T, 2F] tensor) -> [T, F] in gate.dtype.
+    `quant` is for the Triton version (see `norm.rms_norm`)."""
     if gate.shape != up.shape:
         raise ValueError(f"silu_mul: gate {tuple(gate.shape)} and up {tuple(up.shape)} differ")
     return (F.silu(gate.float()) * up.float()).to(gate.dtype)

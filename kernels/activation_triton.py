@@ -6,27 +6,37 @@ import torch
 import triton
 import triton.language as tl
 
+from localllm.kernels.norm_triton import QUANT_CODES
+from localllm.kernels.quant_act import QAct
+from localllm.kernels.quant_act_triton import _quant_store, act_buffers
 from localllm.kernels.registry import register
 
 
 @triton.jit
 def _silu_mul_kernel(
     G, U, OUT,  # [T, F] each, unit column stride
+    XQ, XS,  # QUANT > 0: int8 [T, F] and fp32 [T, F / 32, 4] (quant_act)
     stride_g, stride_u, stride_o, F,
-    BLOCK: tl.constexpr,
+    BLOCK: tl.constexpr, QUANT: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     mask = cols < F
     g = tl.load(G + row * stride_g + cols, mask=mask, other=0.0).to(tl.float32)
     u = tl.load(U + row * stride_u + cols, mask=mask, other=0.0).to(tl.float32)
-    y = g / (1.0 + tl.exp(-g)) * u
-    tl.store(OUT + row * stride_o + cols, y.to(OUT.dtype.element_ty), mask=mask)
+    y = (g / (1.0 + tl.exp(-g)) * u).to(OUT.dtype.element_ty)
+    tl.store(OUT + row * stride_o + cols, y, mask=mask)
+    if QUANT > 0:
+        c0 = tl.program_id(1) * BLOCK
+        _quant_store(y.to(tl.float32), c0, F, XQ + row * F, XS + row * (F // 32) * 4, BLOCK,
+                     QUANT == 2)  # fmt: skip
 
 
 @register("silu_mul", "triton")
-def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
-    """gate, up [T, F] -> [T, F] in gate.dtype."""
+def silu_mul(gate: torch.Tensor, up: torch.Tensor, quant: str | None = None
+             ) -> torch.Tensor | QAct:
+    """gate, up [T, F] -> [T, F] in gate.dtype; with `quant` and one row, a QAct that also
+    holds the int8 form (see `norm_triton.rms_norm`)."""
     if gate.shape != up.shape or gate.dim() != 2:
         raise ValueError(f"silu_mul: gate {tuple(gate.shape)} and up {tuple(up.shape)}")
     gate = gate if gate.stride(1) == 1 else gate.contiguous()
@@ -35,9 +45,11 @@ def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     out = torch.empty((t, f), dtype=gate.dtype, device=gate.device)
     if t == 0 or f == 0:
         return out
-    block = min(triton.next_power_of_2(f), 2048)
+    code = QUANT_CODES[quant] if t == 1 and f % 32 == 0 else 0
+    xq, xs = act_buffers(1, f, gate.device) if code else (out, out)
+    block = max(32, min(triton.next_power_of_2(f), 2048))
     _silu_mul_kernel[(t, triton.cdiv(f, block))](
-        gate, up, out, gate.stride(0), up.stride(0), out.stride(0), f,
-        BLOCK=block, num_warps=4 if block >= 1024 else 2,
+        gate, up, out, xq, xs, gate.stride(0), up.stride(0), out.stride(0), f,
+        BLOCK=block, QUANT=code, num_warps=4 if block >= 1024 else 2,
     )
-    return out
+    return QAct(out, {quant: (xq, xs)}) if code else out

@@ -18,6 +18,7 @@ from gguf import GGMLQuantizationType as QT
 
 from localllm.formats.gguf import RawTensor
 from localllm.kernels.qlinear_pack import DEQUANT, pack_planes
+from localllm.kernels.quant_act import QAct, plain
 from localllm.kernels.registry import register
 
 
@@ -97,10 +98,11 @@ def dequantize_weight(w: QuantWeight, dtype: torch.dtype = torch.float32) -> tor
 
 @register("qlinear", "reference")
 def qlinear_ref(
-    x: torch.Tensor,  # [T, K] fp16 / bf16 / fp32
+    x: torch.Tensor | QAct,  # [T, K] fp16 / bf16 / fp32 (a QAct: its float x is used)
     w: QuantWeight,
     bias: torch.Tensor | None = None,  # [N]
 ) -> torch.Tensor:  # [T, N] in x.dtype
+    x = plain(x)
     wd = w.dense if w.dense is not None else dequantize_weight(w)
     out = x.float() @ wd.float().t()
     if bias is not None:

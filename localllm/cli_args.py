@@ -30,6 +30,9 @@ def add_engine_args(p: argparse.ArgumentParser, model_required: bool = True) -> 
                    "(default: 512 on GPU; <= 24 replays CUDA graphs)")
     g.add_argument("--no-prefix-caching", action="store_true", help="disable the prefix cache")
     g.add_argument("--no-cuda-graphs", action="store_true", help="decode without CUDA graphs")
+    g.add_argument("--fp16-gemv", action="store_true",
+                   help="batch-1 decode multiplies fp16 activations (slower) instead of int8 "
+                   "ones quantized per 32 values (the default, as llama.cpp)")
     g.add_argument("--speculative-tokens", type=int, default=0,
                    help="n-gram speculative draft length (0 = off)")
 
@@ -48,6 +51,7 @@ def engine_config(args: argparse.Namespace, **overrides: object) -> EngineConfig
         enable_prefix_caching=not args.no_prefix_caching,
         decode_prefill_chunk=args.decode_prefill_chunk,
         cuda_graphs=not args.no_cuda_graphs,
+        int8_activations=not args.fp16_gemv,
         speculative_tokens=args.speculative_tokens,
     )
     kw.update(overrides)

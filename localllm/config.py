@@ -85,6 +85,9 @@ class EngineConfig:
     decode_prefill_chunk: int | None = None
     enable_prefix_caching: bool = True
     cuda_graphs: bool = True
+    # one-row GEMVs (decode at batch 1) multiply int8-quantized activations with dp4a, as
+    # llama.cpp does: ~1.7x faster kernels, activations rounded to 8 bits per 32 elements
+    int8_activations: bool = True
     speculative_tokens: int = 0  # n-gram draft length; 0 disables speculation
     seed: int = 0
     extra: dict = field(default_factory=dict)

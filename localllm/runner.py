@@ -61,7 +61,8 @@ class ModelRunner:
             cache_dense(weights, self.dtype, CPU_DENSE_BUDGET)
         self.load_seconds = time.perf_counter() - t0
         cos_sin = cos_sin_table(model_cfg, self.max_model_len, self.device, weights.rope_freqs)
-        self.model = MODEL_CLASSES[model_cfg.arch](model_cfg, weights, Ops(self.backend), cos_sin)
+        int8_act = cfg.int8_activations and self.backend == "triton"
+        self.model = MODEL_CLASSES[model_cfg.arch](model_cfg, weights, Ops(self.backend), cos_sin, int8_act)
         self.weight_bytes = weights.nbytes
         self.kv = self._allocate_kv()
         self.graphs: GraphRunner | None = None

@@ -6,16 +6,19 @@ same code is the CPU reference path and the Triton GPU path.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from localllm.config import ModelConfig
 from localllm.kernels.qlinear import QuantWeight
+from localllm.kernels.quant_act import QAct, int8_layout
 from localllm.kernels.registry import Ops
 from localllm.model.batch import ForwardBatch, KVCache
 from localllm.model.weights import LayerWeights, ModelWeights
 
 
-def _linear(ops: Ops, x: torch.Tensor, ws: list[QuantWeight], bias: torch.Tensor | None = None) -> torch.Tensor:
+def _linear(ops: Ops, x: torch.Tensor | QAct, ws: list[QuantWeight], bias: torch.Tensor | None = None) -> torch.Tensor:
     """x [T, K] through one fused weight (or several, concatenated) -> [T, N]."""
     if len(ws) == 1:
         return ops.qlinear(x, ws[0], bias)
@@ -23,15 +26,37 @@ def _linear(ops: Ops, x: torch.Tensor, ws: list[QuantWeight], bias: torch.Tensor
     return out + bias if bias is not None else out
 
 
+@dataclass(frozen=True)
+class _ActLayouts:
+    """Per layer, the int8 activation layout of each GEMV input (None: float activations):
+    attention input (QKV), attention output (O), FFN input (gate/up), SiLU output (down)."""
+
+    qkv: str | None = None
+    o: str | None = None
+    gate_up: str | None = None
+    down: str | None = None
+
+    @classmethod
+    def of(cls, layer: LayerWeights) -> _ActLayouts:
+        return cls(int8_layout([w.fmt for w in layer.wqkv]), int8_layout([layer.wo.fmt]),
+                   int8_layout([w.fmt for w in layer.w_gate_up]), int8_layout([layer.w_down.fmt]))  # fmt: skip
+
+
 class LlamaModel:
-    def __init__(self, cfg: ModelConfig, weights: ModelWeights, ops: Ops, cos_sin: torch.Tensor) -> None:
+    def __init__(self, cfg: ModelConfig, weights: ModelWeights, ops: Ops, cos_sin: torch.Tensor,
+                 int8_act: bool = False) -> None:  # fmt: skip
+        """int8_act: one-row GEMVs read int8 activations (quantized per 32 elements by the
+        norm / SiLU kernel that produces them, `kernels/quant_act.py`), as llama.cpp's do."""
         self.cfg = cfg
         self.w = weights
         self.ops = ops
         self.cos_sin = cos_sin  # [max_pos, head_dim]
         self.scale = cfg.head_dim ** -0.5
+        self.int8_act = int8_act
+        self.act = [_ActLayouts.of(layer) if int8_act else _ActLayouts() for layer in weights.layers]
+        self.lm_head_int8 = int8_act and int8_layout([weights.lm_head.fmt]) is not None
 
-    def _attention(self, i: int, layer: LayerWeights, x: torch.Tensor, fb: ForwardBatch,
+    def _attention(self, i: int, layer: LayerWeights, x: torch.Tensor | QAct, fb: ForwardBatch,
                    kv: KVCache) -> torch.Tensor:
         cfg, ops = self.cfg, self.ops
         T = x.shape[0]
@@ -50,25 +75,26 @@ class LlamaModel:
             q, kv.k[i], kv.v[i], kv.k_scale[i], kv.v_scale[i], fb.block_tables, fb.cu_seqlens_q,
             fb.seq_lens, fb.max_q_len, fb.max_seq_len, self.scale,
         )  # [T, Hq, D]
-        return ops.qlinear(o.reshape(T, cfg.q_size), layer.wo)
+        o2 = o.reshape(T, cfg.q_size)
+        return ops.qlinear(QAct(o2) if self.act[i].o else o2, layer.wo)  # int8: quantized there
 
-    def _mlp(self, layer: LayerWeights, x: torch.Tensor) -> torch.Tensor:
+    def _mlp(self, i: int, layer: LayerWeights, x: torch.Tensor | QAct) -> torch.Tensor:
         F = self.cfg.ffn_dim
         gu = _linear(self.ops, x, layer.w_gate_up)  # [T, 2F]
-        return self.ops.qlinear(self.ops.silu_mul(gu[:, :F], gu[:, F:]), layer.w_down)
+        return self.ops.qlinear(self.ops.silu_mul(gu[:, :F], gu[:, F:], quant=self.act[i].down), layer.w_down)
 
     def forward(self, fb: ForwardBatch, kv: KVCache) -> torch.Tensor:
         """Returns the final-normed hidden states of the rows in fb.logits_indices: [S, dim]."""
         ops, eps = self.ops, self.cfg.rms_eps
         h = self.w.embed(fb.input_ids)  # [T, D]
         residual = h
-        x = ops.rms_norm(h, self.w.layers[0].attn_norm, eps)
+        x = ops.rms_norm(h, self.w.layers[0].attn_norm, eps, quant=self.act[0].qkv)
         for i, layer in enumerate(self.w.layers):
             if i > 0:
-                x, residual = ops.add_rms_norm(h, residual, layer.attn_norm, eps)
+                x, residual = ops.add_rms_norm(h, residual, layer.attn_norm, eps, quant=self.act[i].qkv)
             h = self._attention(i, layer, x, fb, kv)
-            x, residual = ops.add_rms_norm(h, residual, layer.ffn_norm, eps)
-            h = self._mlp(layer, x)
+            x, residual = ops.add_rms_norm(h, residual, layer.ffn_norm, eps, quant=self.act[i].gate_up)
+            h = self._mlp(i, layer, x)
         if fb.logits_indices.numel() == 0:  # a prefill chunk that samples nothing
             return h[:0]
         h = h.index_select(0, fb.logits_indices)
@@ -78,4 +104,5 @@ class LlamaModel:
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """[S, dim] -> [S, vocab] float32."""
-        return self.ops.qlinear(hidden, self.w.lm_head).float()
+        x = QAct(hidden) if self.lm_head_int8 else hidden
+        return self.ops.qlinear(x, self.w.lm_head).float()
