@@ -1,4 +1,6 @@
-"""Triton RMSNorm and fused residual-add + RMSNorm: one launch, one program per row."""
+"""Triton RMSNorm and fused residual-add + RMSNorm: one launch; a few rows get several programs
+per row (each sums the whole row's squares from cache and writes its own columns), so a decode
+step's single row does not run on one SM."""
 
 from __future__ import annotations
 
@@ -19,24 +21,36 @@ def _rms_norm_kernel(
     XQ, XS,  # QUANT > 0: int8 [rows, D] and fp32 [rows, D / 32, 4] (quant_act)
     stride_x, stride_r, stride_o, stride_ro,
     D, eps,
-    BLOCK_D: tl.constexpr, HAS_RESIDUAL: tl.constexpr, QUANT: tl.constexpr,
+    BLOCK_D: tl.constexpr, BLOCK_C: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
+    QUANT: tl.constexpr,
 ):
+    """Program (row, j) normalizes columns [j BLOCK_C, (j + 1) BLOCK_C) of the row."""
     row = tl.program_id(0).to(tl.int64)
-    cols = tl.arange(0, BLOCK_D)
+    c0 = tl.program_id(1) * BLOCK_C
+    x = _row_in(X, R, R_OUT, row, stride_x, stride_r, tl.arange(0, BLOCK_D), D, HAS_RESIDUAL)
+    inv = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / D + eps)
+    cols = c0 + tl.arange(0, BLOCK_C)
+    mask = cols < D
+    xc = _row_in(X, R, R_OUT, row, stride_x, stride_r, cols, D, HAS_RESIDUAL)
+    if HAS_RESIDUAL:  # the residual stream keeps x.dtype
+        tl.store(R_OUT + row * stride_ro + cols, xc.to(R_OUT.dtype.element_ty), mask=mask)
+    w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
+    y = (xc * inv * w).to(OUT.dtype.element_ty)
+    tl.store(OUT + row * stride_o + cols, y, mask=mask)
+    if QUANT > 0:  # the int8 form of exactly what was stored
+        _quant_store(y.to(tl.float32), c0, D, XQ + row * D, XS + row * (D // 32) * 4, BLOCK_C,
+                     QUANT == 2)  # fmt: skip
+
+
+@triton.jit
+def _row_in(X, R, R_OUT, row, stride_x, stride_r, cols, D, HAS_RESIDUAL: tl.constexpr):
+    """fp32 x (+ residual, rounded to the stream's dtype) at cols of the row."""
     mask = cols < D
     x = tl.load(X + row * stride_x + cols, mask=mask, other=0.0).to(tl.float32)
     if HAS_RESIDUAL:
         r = tl.load(R + row * stride_r + cols, mask=mask, other=0.0).to(tl.float32)
-        x_sum = (x + r).to(R_OUT.dtype.element_ty)  # the residual stream keeps x.dtype
-        tl.store(R_OUT + row * stride_ro + cols, x_sum, mask=mask)
-        x = x_sum.to(tl.float32)
-    inv = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / D + eps)
-    w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
-    y = (x * inv * w).to(OUT.dtype.element_ty)
-    tl.store(OUT + row * stride_o + cols, y, mask=mask)
-    if QUANT > 0:  # the int8 form of exactly what was stored
-        _quant_store(y.to(tl.float32), 0, D, XQ + row * D, XS + row * (D // 32) * 4, BLOCK_D,
-                     QUANT == 2)  # fmt: skip
+        x = (x + r).to(R_OUT.dtype.element_ty).to(tl.float32)
+    return x
 
 
 def _rows(t: torch.Tensor) -> torch.Tensor:
@@ -60,11 +74,14 @@ def _launch(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor
     code = QUANT_CODES[quant] if x2.shape[0] == 1 and d % 32 == 0 and x.dim() == 2 else 0
     xq, xs = act_buffers(1, d, x.device) if code else (out, out)
     block = max(32, triton.next_power_of_2(d))
+    # up to 16 rows: programs of 512 columns (each re-reads the row for its statistics)
+    block_c = min(block, 512) if x2.shape[0] <= 16 else block
     warps = min(max(block // 256, 1), 16)
-    _rms_norm_kernel[(x2.shape[0],)](
+    _rms_norm_kernel[(x2.shape[0], triton.cdiv(d, block_c))](
         x2, r2, weight.contiguous(), out, r_out, xq, xs,
         x2.stride(0), r2.stride(0), out.stride(0), r_out.stride(0),
-        d, eps, BLOCK_D=block, HAS_RESIDUAL=residual is not None, QUANT=code, num_warps=warps,
+        d, eps, BLOCK_D=block, BLOCK_C=block_c, HAS_RESIDUAL=residual is not None, QUANT=code,
+        num_warps=warps,
     )
     y = out.view(x.shape)
     res = QAct(y, {quant: (xq, xs)}) if code else y

@@ -81,6 +81,8 @@ def check_rope_store_args(
     T, _, D = q.shape
     if k.shape[0] != T or v.shape != k.shape or k.shape[2] != D:
         raise ValueError(f"rope_store_kv: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
+    if k.shape[1] == 0 or q.shape[1] % k.shape[1]:
+        raise ValueError(f"rope_store_kv: {q.shape[1]} query heads are not a multiple of {k.shape[1]} KV heads")
     if positions.shape != (T,) or slot_mapping.shape != (T,):
         raise ValueError("rope_store_kv: positions and slot_mapping must be [num_tokens]")
     if cos_sin.shape[-1] != D or D % 2:

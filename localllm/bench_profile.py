@@ -11,6 +11,8 @@ from localllm.core import SamplingParams
 CATEGORIES = (
     ("qlinear", "weights (GEMV/GEMM)"),
     ("qmm", "weights (GEMV/GEMM)"),
+    ("dp4a", "weights (GEMV/GEMM)"),
+    ("quant_act", "activation quantization"),
     ("dequant", "weights (GEMV/GEMM)"),
     ("gemm", "weights (GEMV/GEMM)"),
     ("gemv", "weights (GEMV/GEMM)"),

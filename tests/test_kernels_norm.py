@@ -66,7 +66,7 @@ def _triton_cases(dtype: torch.dtype, rows: int, d: int) -> None:
 
 @needs_triton
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("d", [64, 100])
+@pytest.mark.parametrize("d", [64, 100, 1100])  # 1100: 3 programs per row
 def test_triton_norm_and_silu_match_reference(dtype: torch.dtype, d: int) -> None:
     _triton_cases(dtype, 3, d)
 
