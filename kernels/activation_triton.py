@@ -6,8 +6,7 @@ import torch
 import triton
 import triton.language as tl
 
-from localllm.kernels.norm_triton import QUANT_CODES
-from localllm.kernels.quant_act import QAct
+from localllm.kernels.quant_act import QUANT_CODES, QAct
 from localllm.kernels.quant_act_triton import _quant_store, act_buffers
 from localllm.kernels.registry import register
 

@@ -17,9 +17,12 @@ import triton
 
 from localllm.kernels.attention import check_attention_args
 from localllm.kernels.attention_triton_kernels import _attn_kernel, _merge_kernel
+from localllm.kernels.quant_act import QUANT_CODES, QAct
+from localllm.kernels.quant_act_triton import act_buffers
 from localllm.kernels.registry import register
 from localllm.kernels.rope_kv import is_quantized
 
+_LAYOUT_OF = {code: layout for layout, code in QUANT_CODES.items()}
 DECODE_MAX_Q = 16  # q_len up to this (decode, speculative verification) takes the split-KV plan
 MIN_PART = 128  # fewest KV tokens per decode partition
 
@@ -85,8 +88,10 @@ def _check_layout(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
 
 def run_paged_attention(q, k_cache, v_cache, k_scale, v_scale, block_tables, cu_seqlens_q,
                         seq_lens, max_q_len, max_seq_len, scale, out=None, parts=None,
-                        num_stages=2):
-    """paged_attention with a forced number of KV partitions / pipeline stages (tests, bench)."""
+                        num_stages=2, quant=None):
+    """paged_attention with a forced number of KV partitions / pipeline stages (tests, bench).
+    With `quant` (an int8 layout), one token and a split-KV plan, the merge also writes the
+    int8 form of the output (as one row [Hq D]) and a QAct is returned."""
     check_attention_args(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens)
     _check_layout(q, k_cache, v_cache, k_scale, v_scale, block_tables)
     t, hq, d = q.shape
@@ -98,7 +103,8 @@ def run_paged_attention(q, k_cache, v_cache, k_scale, v_scale, block_tables, cu_
     d_pad = max(16, triton.next_power_of_2(d))
     plan = plan_launch(batch, n_kv, group, d_pad, max_q_len, max_seq_len,
                        _target_programs(q.device), parts)
-    quant = is_quantized(k_cache.dtype)
+    act_code = QUANT_CODES[quant]  # int8 form of the output (the next GEMV's input)
+    quant = is_quantized(k_cache.dtype)  # the KV cache's
     ks = k_scale if quant else k_cache  # unused dummies for float caches
     vs = v_scale if quant else v_cache
     split = plan.parts > 1
@@ -115,12 +121,16 @@ def run_paged_attention(q, k_cache, v_cache, k_scale, v_scale, block_tables, cu_
         BLOCK_SIZE=bs, QUANT=quant, SPLIT=split, IEEE=q.dtype == torch.float32,
         num_warps=plan.num_warps, num_stages=num_stages,
     )
+    code = act_code if split and t == 1 and d == d_pad and d % 32 == 0 else 0
     if split:
+        xq, xs = act_buffers(1, hq * d, q.device) if code else (out, out)
         _merge_kernel[(t, hq)](
-            out_p, lse_p, out, lse_p.stride(0), lse_p.stride(1), out.stride(0), out.stride(1),
-            plan.parts, HEAD_DIM=d, D_PAD=d_pad, P_PAD=max(2, triton.next_power_of_2(plan.parts)),
-            num_warps=4,
+            out_p, lse_p, out, xq, xs, lse_p.stride(0), lse_p.stride(1), out.stride(0),
+            out.stride(1), plan.parts, hq, HEAD_DIM=d, D_PAD=d_pad,
+            P_PAD=max(2, triton.next_power_of_2(plan.parts)), QUANT=code, num_warps=4,
         )
+        if code and out.is_contiguous():
+            return QAct(out.view(1, hq * d), {_LAYOUT_OF[code]: (xq, xs)})
     return out
 
 
@@ -129,11 +139,13 @@ def paged_attention(
     q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, k_scale: torch.Tensor | None,
     v_scale: torch.Tensor | None, block_tables: torch.Tensor, cu_seqlens_q: torch.Tensor,
     seq_lens: torch.Tensor, max_q_len: int, max_seq_len: int, scale: float,
-    out: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """Same contract as the reference in attention.py; returns [T, Hq, D] in q.dtype.
+    out: torch.Tensor | None = None, quant: str | None = None,
+) -> torch.Tensor | QAct:
+    """Same contract as the reference in attention.py; returns [T, Hq, D] in q.dtype, or with
+    `quant` possibly a QAct of the output as [1, Hq D] rows (see run_paged_attention).
 
     Rows past cu_seqlens_q[-1] (if any) are left unwritten.
     """
     return run_paged_attention(q, k_cache, v_cache, k_scale, v_scale, block_tables,
-                               cu_seqlens_q, seq_lens, max_q_len, max_seq_len, scale, out)
+                               cu_seqlens_q, seq_lens, max_q_len, max_seq_len, scale, out,
+                               quant=quant)

@@ -17,6 +17,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from localllm.kernels.quant_act_triton import _quant_store
+
 
 @triton.jit
 def _load_kv_tile(C, S, page, off, h, stride_b, stride_h, stride_t, stride_sb, stride_sh, d,
@@ -121,8 +123,9 @@ def _attn_kernel(
 @triton.jit
 def _merge_kernel(
     OUT_P, LSE_P, OUT,  # OUT_P [T, Hq, P, D] fp32, LSE_P [T, Hq, P] fp32 (log2 units)
-    stride_pt, stride_ph, stride_ot, stride_oh, n_parts,
-    HEAD_DIM: tl.constexpr, D_PAD: tl.constexpr, P_PAD: tl.constexpr,
+    XQ, XS,  # QUANT > 0: the int8 form of OUT as one row [Hq D] per token (quant_act)
+    stride_pt, stride_ph, stride_ot, stride_oh, n_parts, n_heads,
+    HEAD_DIM: tl.constexpr, D_PAD: tl.constexpr, P_PAD: tl.constexpr, QUANT: tl.constexpr,
 ):
     t = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1)
@@ -138,5 +141,9 @@ def _merge_kernel(
                 mask=pmask[:, None] & (d < HEAD_DIM)[None, :], other=0.0)  # [P_PAD, D_PAD]
     den = tl.sum(w, axis=0)
     out = tl.sum(w[:, None] * o, axis=0) / tl.maximum(den, 1e-30)
-    tl.store(OUT + t * stride_ot + h * stride_oh + d, out.to(OUT.dtype.element_ty),
-             mask=d < HEAD_DIM)
+    y = out.to(OUT.dtype.element_ty)
+    tl.store(OUT + t * stride_ot + h * stride_oh + d, y, mask=d < HEAD_DIM)
+    if QUANT > 0:  # HEAD_DIM == D_PAD, a multiple of 32: a head's groups are its own
+        k = n_heads * HEAD_DIM
+        _quant_store(y.to(tl.float32), h * HEAD_DIM, k, XQ + t * k, XS + t * (k // 32) * 4, D_PAD,
+                     QUANT == 2)  # fmt: skip

@@ -8,11 +8,10 @@ import torch
 import triton
 import triton.language as tl
 
-from localllm.kernels.quant_act import QAct
+from localllm.kernels.quant_act import QUANT_CODES, QAct
 from localllm.kernels.quant_act_triton import _quant_store, act_buffers
 from localllm.kernels.registry import register
 
-QUANT_CODES = {None: 0, "w4": 1, "w8": 2}  # int8 activation layouts emitted beside the output
 
 
 @triton.jit

@@ -22,6 +22,7 @@ from localllm.kernels.registry import register
 
 GROUP = 32
 LAYOUTS = ("w4", "w8")
+QUANT_CODES = {None: 0, "w4": 1, "w8": 2}  # QUANT constexpr of the kernels that emit a layout
 
 
 @dataclass

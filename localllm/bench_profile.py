@@ -50,18 +50,25 @@ def profile_decode(engine, batch: int, steps: int = 20) -> dict:
     for rid in ids:
         engine.abort(rid)
     per_cat: dict[str, float] = {}
+    kernels: list[tuple[str, float, float]] = []  # (name, us per step, calls per step)
     for ev in prof.key_averages():
         t = getattr(ev, "device_time_total", None) or getattr(ev, "cuda_time_total", 0)
         if t and ev.key and not ev.key.startswith("ProfilerStep"):
             cat = categorize(ev.key)
             per_cat[cat] = per_cat.get(cat, 0.0) + t / 1e6
+            kernels.append((ev.key[:60], t / steps, ev.count / steps))
     busy = sum(per_cat.values())
     fractions = {k: v / wall for k, v in sorted(per_cat.items(), key=lambda kv: -kv[1])}
     fractions["idle (launch gaps, host)"] = max(0.0, 1 - busy / wall)
-    return {"batch": batch, "step_ms": 1000 * wall / steps, "fractions": fractions}
+    kernels.sort(key=lambda k: -k[1])
+    return {"batch": batch, "step_ms": 1000 * wall / steps, "fractions": fractions,
+            "kernels": kernels[:12], "kernel_us": 1e6 * busy / steps}  # fmt: skip
 
 
 def format_profile(p: dict) -> str:
     rows = [f"decode step at batch {p['batch']}: {p['step_ms']:.2f} ms"]
     rows += [f"  {k:38s} {100 * v:5.1f}%" for k, v in p["fractions"].items()]
+    if p.get("kernels"):
+        rows.append(f"  kernels: {p['kernel_us']:.0f} us per step (profiler on); top by time:")
+        rows += [f"    {us:7.1f} us  {calls:5.0f} calls  {name}" for name, us, calls in p["kernels"]]
     return "\n".join(rows)

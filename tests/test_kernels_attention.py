@@ -235,3 +235,25 @@ def test_triton_decode_cuda_graph_replay() -> None:
         torch.cuda.synchronize()
         expect = REF.paged_attention(*args)
         assert (out.float() - expect.float()).abs().max().item() < 4e-3
+
+
+@needs_triton
+@pytest.mark.parametrize("layout", ["w4", "w8"])
+def test_triton_split_decode_emits_int8_output(layout: str) -> None:
+    """One decoding token with a split-KV plan and `quant`: the merge also writes the int8
+    form of the output (as one [Hq D] row), equal to quantizing the output afterwards; without
+    a split the plain output comes back (the GEMV quantizes it)."""
+    from localllm.kernels.attention_triton import run_paged_attention
+    from localllm.kernels.quant_act import QAct
+    from localllm.kernels.quant_act_triton import quant_act_triton
+
+    batch = make_batch([(1, 200)], 4, 2, 32, 4, torch.float16, torch.float16, seed=3)
+    got = run_paged_attention(*batch.args(0.2), parts=3, quant=layout)
+    assert isinstance(got, QAct) and got.x.shape == (1, 4 * 32)
+    plain = run_paged_attention(*batch.args(0.2), parts=3)
+    assert torch.equal(got.x, plain.reshape(1, -1))
+    q, s = got.q[layout]
+    rq, rs = quant_act_triton(got.x, layout)
+    assert torch.equal(q, rq)
+    torch.testing.assert_close(s, rs)
+    assert not isinstance(run_paged_attention(*batch.args(0.2), parts=1, quant=layout), QAct)

@@ -73,10 +73,12 @@ class LlamaModel:
         )
         o = ops.paged_attention(
             q, kv.k[i], kv.v[i], kv.k_scale[i], kv.v_scale[i], fb.block_tables, fb.cu_seqlens_q,
-            fb.seq_lens, fb.max_q_len, fb.max_seq_len, self.scale,
-        )  # [T, Hq, D]
-        o2 = o.reshape(T, cfg.q_size)
-        return ops.qlinear(QAct(o2) if self.act[i].o else o2, layer.wo)  # int8: quantized there
+            fb.seq_lens, fb.max_q_len, fb.max_seq_len, self.scale, quant=self.act[i].o,
+        )  # [T, Hq, D], or a QAct [1, Hq D] with its int8 form
+        if not isinstance(o, QAct):
+            o = o.reshape(T, cfg.q_size)
+            o = QAct(o) if self.act[i].o else o  # int8 wanted: quantized by the GEMV
+        return ops.qlinear(o, layer.wo)
 
     def _mlp(self, i: int, layer: LayerWeights, x: torch.Tensor | QAct) -> torch.Tensor:
         F = self.cfg.ffn_dim
