@@ -59,7 +59,8 @@ def test_pycode_golden_on_gpu(testdata, quant, graphs):
     outs = eng.generate([p["prompt_ids"] for p in gold["prompts"]], GREEDY)
     agree = [_first_divergence(o, p["greedy_ids"]) for o, p in zip(outs, gold["prompts"])]
     print(f"{quant} graphs={graphs}: tokens agreeing with the golden per prompt: {agree}")
-    # fp16 activations vs the golden's fp32: a near-tie between two logits may flip late
+    # fp16 (and int8 GEMV) activations vs the golden's fp32: a near-tie between two logits may
+    # flip late (q8_0 prompt 3, token 38: 9.4885 vs 9.4857)
     assert min(agree) >= 32, agree
 
 
