@@ -1,4 +1,5 @@
-"""The per-format tile loader shared by the GEMV kernels (`qlinear_triton`, `qlinear_dp4a_triton`).
+"""The per-format tile loader of `qlinear_triton`'s kernel ([BN, NG] tiles; the dp4a GEMV loads
+its own [NG, BN] tiles, see `qlinear_dp4a_triton._load_step`).
 
 FMT codes: 0 q8_0, 1 q4_0, 2 q4_k, 3 q5_k, 4 q6_k (the planes of `qlinear_pack`, in the
 argument order of `qlinear_triton._FORMATS`).
