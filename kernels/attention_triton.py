@@ -22,7 +22,6 @@ from localllm.kernels.quant_act_triton import act_buffers
 from localllm.kernels.registry import register
 from localllm.kernels.rope_kv import is_quantized
 
-_LAYOUT_OF = {code: layout for layout, code in QUANT_CODES.items()}
 DECODE_MAX_Q = 16  # q_len up to this (decode, speculative verification) takes the split-KV plan
 MIN_PART = 128  # fewest KV tokens per decode partition
 
@@ -103,10 +102,9 @@ def run_paged_attention(q, k_cache, v_cache, k_scale, v_scale, block_tables, cu_
     d_pad = max(16, triton.next_power_of_2(d))
     plan = plan_launch(batch, n_kv, group, d_pad, max_q_len, max_seq_len,
                        _target_programs(q.device), parts)
-    act_code = QUANT_CODES[quant]  # int8 form of the output (the next GEMV's input)
-    quant = is_quantized(k_cache.dtype)  # the KV cache's
-    ks = k_scale if quant else k_cache  # unused dummies for float caches
-    vs = v_scale if quant else v_cache
+    kv_quant = is_quantized(k_cache.dtype)
+    ks = k_scale if kv_quant else k_cache  # unused dummies for float caches
+    vs = v_scale if kv_quant else v_cache
     split = plan.parts > 1
     shape = (t, hq, plan.parts) if split else (1, 1, 1)
     lse_p = torch.empty(shape, dtype=torch.float32, device=q.device)  # [T, Hq, P]
@@ -118,10 +116,10 @@ def run_paged_attention(q, k_cache, v_cache, k_scale, v_scale, block_tables, cu_
         out.stride(0), out.stride(1), *lse_p.stride(),
         n_kv, plan.part_len, scale * math.log2(math.e),
         G=group, BLOCK_M=plan.block_m, BLOCK_N=plan.block_n, HEAD_DIM=d, D_PAD=d_pad,
-        BLOCK_SIZE=bs, QUANT=quant, SPLIT=split, IEEE=q.dtype == torch.float32,
+        BLOCK_SIZE=bs, QUANT=kv_quant, SPLIT=split, IEEE=q.dtype == torch.float32,
         num_warps=plan.num_warps, num_stages=num_stages,
     )
-    code = act_code if split and t == 1 and d == d_pad and d % 32 == 0 else 0
+    code = QUANT_CODES[quant] if split and t == 1 and d == d_pad and d % 32 == 0 else 0
     if split:
         xq, xs = act_buffers(1, hq * d, q.device) if code else (out, out)
         _merge_kernel[(t, hq)](
@@ -130,7 +128,7 @@ def run_paged_attention(q, k_cache, v_cache, k_scale, v_scale, block_tables, cu_
             P_PAD=max(2, triton.next_power_of_2(plan.parts)), QUANT=code, num_warps=4,
         )
         if code and out.is_contiguous():
-            return QAct(out.view(1, hq * d), {_LAYOUT_OF[code]: (xq, xs)})
+            return QAct(out.view(1, hq * d), {quant: (xq, xs)})
     return out
 
 

@@ -55,6 +55,20 @@ def _field(FMT: tl.constexpr, words, extra, S: tl.constexpr):
 
 
 @triton.jit
+def _write_out(res, optrs, omask, bias_ptr, offs_n, mask_n, pid_k, HAS_BIAS: tl.constexpr,
+               ATOMIC: tl.constexpr):  # fmt: skip
+    """The epilogue of the qlinear kernels: res [.., BN] (+ bias [BN], added by the first K
+    split only) stored to optrs, or atomically added into zeroed fp32 when K is split."""
+    if HAS_BIAS:
+        b = tl.load(bias_ptr + offs_n, mask=mask_n, other=0.0).to(tl.float32)
+        res += tl.where(pid_k == 0, b, 0.0)
+    if ATOMIC:
+        tl.atomic_add(optrs, res, mask=omask)
+    else:
+        tl.store(optrs, res.to(optrs.dtype.element_ty), mask=omask)
+
+
+@triton.jit
 def _ld(ptr, mask, MASKED: tl.constexpr):
     """Load, masked (other=0) only on the K tail tile."""
     if MASKED:

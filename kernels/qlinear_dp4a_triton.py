@@ -25,6 +25,7 @@ import torch
 import triton
 import triton.language as tl
 
+from localllm.kernels.qlinear_core_triton import _write_out
 from localllm.kernels.qlinear_half2_triton import _split4
 from localllm.kernels.qlinear_mm_triton import FMT_CODES, PLANES  # noqa: F401 (PLANES: callers)
 from localllm.kernels.quant_act import ACT_LAYOUT  # noqa: F401 (re-exported for callers)
@@ -150,14 +151,14 @@ def _group_sums(FMT: tl.constexpr, words, extra, xw, g, gmask, EMU: tl.constexpr
         l0, l1, l2, l3 = _act_words(xw, g, gmask, 0, 8)  # low nibbles' activations
         h0, h1, h2, h3 = _act_words(xw, g, gmask, 4, 8)  # high nibbles'
         if FMT == 4:  # bytes 0, 1 of each word are elements 0..15, bytes 2, 3 16..31
-            s = _q6_words(s, w0, e0, l0 & 0xFFFF, h0 & 0xFFFF, EMU)
-            s = _q6_words(s, w1, e1, l1 & 0xFFFF, h1 & 0xFFFF, EMU)
-            s = _q6_words(s, w2, e2, l2 & 0xFFFF, h2 & 0xFFFF, EMU)
-            s = _q6_words(s, w3, e3, l3 & 0xFFFF, h3 & 0xFFFF, EMU)
-            s1 = _q6_words(s1, w0, e0, l0 & -65536, h0 & -65536, EMU)
-            s1 = _q6_words(s1, w1, e1, l1 & -65536, h1 & -65536, EMU)
-            s1 = _q6_words(s1, w2, e2, l2 & -65536, h2 & -65536, EMU)
-            s1 = _q6_words(s1, w3, e3, l3 & -65536, h3 & -65536, EMU)
+            s = _word_dot(4, s, w0, e0, l0 & 0xFFFF, h0 & 0xFFFF, EMU)
+            s = _word_dot(4, s, w1, e1, l1 & 0xFFFF, h1 & 0xFFFF, EMU)
+            s = _word_dot(4, s, w2, e2, l2 & 0xFFFF, h2 & 0xFFFF, EMU)
+            s = _word_dot(4, s, w3, e3, l3 & 0xFFFF, h3 & 0xFFFF, EMU)
+            s1 = _word_dot(4, s1, w0, e0, l0 & -65536, h0 & -65536, EMU)
+            s1 = _word_dot(4, s1, w1, e1, l1 & -65536, h1 & -65536, EMU)
+            s1 = _word_dot(4, s1, w2, e2, l2 & -65536, h2 & -65536, EMU)
+            s1 = _word_dot(4, s1, w3, e3, l3 & -65536, h3 & -65536, EMU)
         else:
             s = _word_dot(FMT, s, w0, e0, l0, h0, EMU)
             s = _word_dot(FMT, s, w1, e1, l1, h1, EMU)
@@ -170,11 +171,6 @@ def _group_sums(FMT: tl.constexpr, words, extra, xw, g, gmask, EMU: tl.constexpr
 def _word_dot(FMT: tl.constexpr, acc, wd, e, xl, xh, EMU: tl.constexpr):
     lo, hi = _nibbles(FMT, wd, e)
     return _dp4a(_dp4a(acc, lo, xl, EMU), hi, xh, EMU)
-
-
-@triton.jit
-def _q6_words(acc, wd, e, xl, xh, EMU: tl.constexpr):
-    return _word_dot(4, acc, wd, e, xl, xh, EMU)
 
 
 @triton.jit
@@ -222,15 +218,9 @@ def _dp4a_kernel(
                 acc += s0 * dx * si.to(tl.float32) - m0 * x_all
         w, e, s0, m0, s1, m1 = nw, ne, ns0, nm0, ns1, nm1
         g = gn
-    res = tl.sum(acc, axis=0)  # [BN]
-    if HAS_BIAS:
-        b = tl.load(bias_ptr + offs_n, mask=mask_n, other=0.0).to(tl.float32)
-        res += tl.where(pid_k == 0, b, 0.0)
     optrs = out_ptr + pid_m.to(tl.int64) * stride_om + offs_n
-    if ATOMIC:  # split-K: partial sums into zeroed fp32
-        tl.atomic_add(optrs, res, mask=mask_n)
-    else:
-        tl.store(optrs, res.to(out_ptr.dtype.element_ty), mask=mask_n)
+    _write_out(tl.sum(acc, axis=0), optrs, mask_n, bias_ptr, offs_n, mask_n, pid_k, HAS_BIAS,
+               ATOMIC)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,8 @@ import torch
 import triton
 import triton.language as tl
 
+from localllm.kernels.qlinear_core_triton import _write_out
+
 SUPER_BLOCK = ("q4_k", "q5_k", "q6_k")  # K is a multiple of 256
 FMT_CODES: dict[str, int] = {"q8_0": 0, "q4_0": 1, "q4_k": 2, "q5_k": 3, "q6_k": 4}
 PLANES: dict[str, tuple[str, ...]] = {
@@ -226,15 +228,9 @@ def _qmm_kernel(
         xr, wd, hi, s, d, m = nxr, nwd, nhi, ns, nd, nm
     if SWAP:
         acc = tl.trans(acc)  # [BM, BN]
-    if HAS_BIAS:
-        b = tl.load(bias_ptr + offs_n, mask=mask_n, other=0.0).to(tl.float32)
-        acc += tl.where(pid_k == 0, b, 0.0)[None, :]
     optrs = out_ptr + offs_m[:, None] * stride_om + offs_n[None, :]
     omask = mask_m[:, None] & mask_n[None, :]
-    if ATOMIC:
-        tl.atomic_add(optrs, acc, mask=omask)
-    else:
-        tl.store(optrs, acc.to(out_ptr.dtype.element_ty), mask=omask)
+    _write_out(acc, optrs, omask, bias_ptr, offs_n, mask_n, pid_k, HAS_BIAS, ATOMIC)
 
 
 @dataclass(frozen=True)

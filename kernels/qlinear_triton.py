@@ -30,7 +30,7 @@ import triton.language as tl
 from localllm.kernels.qlinear import QuantWeight
 from localllm.kernels.quant_act import ACT_LAYOUT, QAct
 from localllm.kernels.quant_act_triton import fill_lazily
-from localllm.kernels.qlinear_core_triton import MODE_DOT, MODE_STORE, MODE_VEC, _consume
+from localllm.kernels.qlinear_core_triton import MODE_DOT, MODE_STORE, MODE_VEC, _consume, _write_out
 from localllm.kernels.qlinear_half2_triton import H2_CENTER, _vec_h2
 from localllm.kernels.qlinear_dp4a_triton import dp4a_config, dp4a_launch
 from localllm.kernels.qlinear_mm_triton import MM_MAX_T, PLANES, mm_config, qmm_launch
@@ -108,15 +108,9 @@ def _qlinear_kernel(
             res = tl.sum(acc, axis=1)[None, :]  # [1, BN]
         else:
             res = acc  # [BM, BN]
-        if HAS_BIAS:
-            b = tl.load(bias_ptr + offs_n, mask=mask_n, other=0.0).to(tl.float32)
-            res += tl.where(pid_k == 0, b, 0.0)[None, :]
         optrs = out_ptr + (pid_m * BM + offs_m)[:, None] * stride_om + offs_n[None, :]
         omask = mask_m[:, None] & mask_n[None, :]
-        if ATOMIC:  # split-K: partial sums into zeroed fp32
-            tl.atomic_add(optrs, res, mask=omask)
-        else:
-            tl.store(optrs, res.to(out_ptr.dtype.element_ty), mask=omask)
+        _write_out(res, optrs, omask, bias_ptr, offs_n, mask_n, pid_k, HAS_BIAS, ATOMIC)
 
 
 @dataclass(frozen=True)
