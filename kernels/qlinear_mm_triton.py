@@ -2,26 +2,31 @@
 verify, short prefill chunks).
 
 Each program owns BN weight rows and BM activation rows and walks K in steps of NG scale
-groups of 32 elements. A step dequantizes the weight tile `[BN, NG * 32]` in registers: each
-packed word is loaded once and its 8 fields are decoded, scaled and joined in the registers
-of the thread that loaded it (`localllm.kernels.qlinear_pack`: element 4 s + w of a
-32-element group is field s of word w), so the tile is in a permuted K order, and Triton
-lowers the joined tile directly into the MMA operand. The activation tile is loaded
-contiguously and permuted the same way in registers (a dot product does not care about the
-order of K). Scales are loaded once per group. One `tl.dot` per step multiplies the two on the
-tensor cores, so every weight byte is read from memory once per BM rows. The loads of step
-i + 1 are issued before step i computes.
+groups of 32 elements. The K loop is software-pipelined by Triton (`num_stages`): the packed
+weight words, scales and the x tile of the next steps stream into shared memory (cp.async)
+while the current step computes. A step decodes the weight tile `[BN, NG * 32]` in
+registers: each thread holds whole 32-element groups of a row (4 int32 words, layout in
+`localllm.kernels.qlinear_pack`: element 4 s + w of a group is field s of word w) and decodes
+a word's 8 fields two at a time in packed fp16 (`(word & 0x000F000F) | 0x64006400` is the
+pair (1024 + field s, 1024 + field s + 4), one subtract and one f16x2 fma apply the zero
+point, scale and min: ~2 instructions per weight, see `_deq_asm`), then arranges them in K
+order so that the tile is stored to shared memory in 16-byte vectors without bank conflicts
+and the x tile needs no permutation. One `tl.dot` per step multiplies the two on the tensor
+cores (weights as the A operand), so every weight byte is read from memory once per BM rows.
+Q5_K, Q8_0, bf16/fp32 activations and the interpreter use the plain fp32 decode.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, replace
 
 import torch
 import triton
 import triton.language as tl
 
 from localllm.kernels.qlinear_core_triton import _write_out
+from localllm.kernels.qlinear_half2_triton import _h16, _high_asm, _pack
 
 SUPER_BLOCK = ("q4_k", "q5_k", "q6_k")  # K is a multiple of 256
 FMT_CODES: dict[str, int] = {"q8_0": 0, "q4_0": 1, "q4_k": 2, "q5_k": 3, "q6_k": 4}
@@ -57,18 +62,21 @@ def _affine(u, scale, shift, DT: tl.constexpr):
 
 
 @triton.jit
-def _plane_ptrs(FMT: tl.constexpr, p0, p1, p2, p3, p4, rows, g, G):
+def _plane_ptrs(FMT: tl.constexpr, p0, p1, p2, p3, p4, rows, g_lo, G, NG: tl.constexpr):
     """Pointers of the first K step (groups g [NG]) into every plane of rows [BN] (int64):
     (words [BN, NG, 4 | 8], high bits [BN, NG, 4], per-group scale pairs as int16 [BN, NG],
     per-super-block d and dmin [BN, NG]); unused entries repeat another pointer. The K loop
     then only advances them."""
     r2 = rows[:, None]
+    g = g_lo + tl.arange(0, NG)  # [NG]
     g2 = g[None, :]
-    o4 = (r2 * (G * 4) + g2 * 4)[:, :, None] + tl.arange(0, 4)[None, None, :]  # 4 per group
+    # word planes as 2-D [BN, NG * 4 | 8] (contiguous along K, so the loads' lanes run along K
+    # and every thread's decoded elements are contiguous in K); `_load_raw` reshapes them
+    o4 = r2 * (G * 4) + g_lo * 4 + tl.arange(0, NG * 4)[None, :]
     o1 = r2 * G + g2  # one entry (or int16 pair) per group
     osb = r2 * (G // 8) + g2 // 8  # one entry per 256-element super-block
     if FMT == 0:  # q8_0: qs int32 [N, 8G], d fp16 [N, G]
-        wp = p0 + (r2 * (G * 8) + g2 * 8)[:, :, None] + tl.arange(0, 8)[None, None, :]
+        wp = p0 + r2 * (G * 8) + g_lo * 8 + tl.arange(0, NG * 8)[None, :]
         sp = p1 + o1
         hp, dp, mp = wp, sp, sp
     elif FMT == 1:  # q4_0: qs int32 [N, 4G], d fp16 [N, G] in reverse group order
@@ -93,10 +101,13 @@ def _plane_ptrs(FMT: tl.constexpr, p0, p1, p2, p3, p4, rows, g, G):
 @triton.jit
 def _load_raw(FMT: tl.constexpr, wp, hp, sp, dp, mp):
     """The packed planes of one K step."""
-    wd = tl.load(wp)  # [BN, NG, 4 | 8] int32
+    BN: tl.constexpr = sp.shape[0]
+    NG: tl.constexpr = sp.shape[1]
+    WPG: tl.constexpr = 8 if FMT == 0 else 4
+    wd = tl.reshape(tl.load(wp), [BN, NG, WPG])  # [BN, NG, 4 | 8] int32
     s = tl.load(sp)  # [BN, NG]
     if FMT == 3 or FMT == 4:
-        hi = tl.load(hp).to(tl.int32)
+        hi = tl.reshape(tl.load(hp), [BN, NG, 4]).to(tl.int32)
     else:
         hi = wd
     if FMT >= 2:
@@ -110,11 +121,67 @@ def _load_raw(FMT: tl.constexpr, wp, hp, sp, dp, mp):
     return wd, hi, s, d, m
 
 
+def _deq_asm(zp: int, high: str) -> str:
+    """PTX: the 8 fields of word $8 as fp16 (q - zp) * scale + shift, in pairs (field s,
+    field s + 4) = ($2s, $2s+1), one f16x2 register each; $9 the extra high bits (`high` ORs
+    them into t0..t3, see `qlinear_half2_triton._high_asm`), $10 / $11 the (scale, shift) of
+    fields 0..3 (low halves) and 4..7 (high halves) as fp16x2."""
+    return f"""{{
+    .reg .b32 a, t0, t1, t2, t3, h0, h1, h2, h3, v, c0, c1, c16, e2;
+    mov.b32 c0, {_h16(1024 + zp)};
+    mov.b32 c1, {_h16(-(64 + zp))};
+    mov.b32 c16, 0x2C002C00;
+    shr.u32 v, $8, 8;
+    lop3.b32 t0, $8, 0x000F000F, 0x64006400, 0xEA;
+    lop3.b32 t1, $8, 0x00F000F0, 0x64006400, 0xEA;
+    lop3.b32 t2, v, 0x000F000F, 0x64006400, 0xEA;
+    lop3.b32 t3, v, 0x00F000F0, 0x64006400, 0xEA;
+    {high}
+    sub.rn.f16x2 t0, t0, c0;
+    fma.rn.f16x2 t1, t1, c16, c1;
+    sub.rn.f16x2 t2, t2, c0;
+    fma.rn.f16x2 t3, t3, c16, c1;
+    fma.rn.f16x2 t0, t0, $10, $11;
+    fma.rn.f16x2 t1, t1, $10, $11;
+    fma.rn.f16x2 t2, t2, $10, $11;
+    fma.rn.f16x2 t3, t3, $10, $11;
+    mov.b32 {{$0, $1}}, t0;
+    mov.b32 {{$2, $3}}, t1;
+    mov.b32 {{$4, $5}}, t2;
+    mov.b32 {{$6, $7}}, t3;
+}}"""
+
+
+_DEQ_Q4_0 = tl.constexpr(_deq_asm(8, ""))
+_DEQ_Q4_K = tl.constexpr(_deq_asm(0, ""))
+_DEQ_Q6_K = tl.constexpr(_deq_asm(32, _high_asm("prmt.b32 e2, $9, $9, 0x1100;", (4, 6, 0, 2), "0x00300030", "0x03000300")))
+_DEQ_CONSTRAINTS = tl.constexpr("=h,=h,=h,=h,=h,=h,=h,=h,r,r,r,r")
+
+
 @triton.jit
-def _deq_tile(FMT: tl.constexpr, wd, hi, s, d, m, DT: tl.constexpr):
-    """Weights [BN, NG * 32] (dtype DT) of one K step (`_load_raw`) in the permuted K order of
-    `_x_tile`: every word's fields are decoded and joined in the registers of the thread that
-    loaded it."""
+def _deq_word_h2(FMT: tl.constexpr, wd, hi, sc0, mn0, sc1, mn1):
+    """The 8 fields (fp16, [BN, NG, 4] each) of every word, decoded and scaled in f16x2."""
+    scale = _pack(sc0.to(tl.float16), sc1.to(tl.float16))  # [BN, NG, 1] int32
+    if FMT == 2:  # q4_k: - dmin m (q4_0, q6_k: the zero point is in the asm)
+        shift = _pack((-mn0).to(tl.float16), (-mn1).to(tl.float16))
+    else:
+        shift = tl.zeros_like(scale)
+    if FMT == 1:
+        asm: tl.constexpr = _DEQ_Q4_0
+    elif FMT == 2:
+        asm: tl.constexpr = _DEQ_Q4_K
+    else:
+        asm: tl.constexpr = _DEQ_Q6_K
+    f0, f4, f1, f5, f2, f6, f3, f7 = tl.inline_asm_elementwise(
+        asm, _DEQ_CONSTRAINTS, [wd, hi, scale, shift], dtype=(tl.float16,) * 8, is_pure=True, pack=1)
+    return f0, f1, f2, f3, f4, f5, f6, f7
+
+
+
+@triton.jit
+def _deq_tile(FMT: tl.constexpr, wd, hi, s, d, m, DT: tl.constexpr, EMU: tl.constexpr):
+    """Weights [BN, NG * 32] (dtype DT) of one K step (`_load_raw`) in K order: every word's
+    fields are decoded and joined in the registers of the thread that loaded it."""
     BN: tl.constexpr = wd.shape[0]
     NG: tl.constexpr = wd.shape[1]
     if FMT == 0:  # q8_0: byte s of word 4 h + w is element 16 h + 4 s + w
@@ -123,7 +190,8 @@ def _deq_tile(FMT: tl.constexpr, wd, hi, s, d, m, DT: tl.constexpr):
         b1 = (((wd << 16) >> 24).to(tl.float32) * d).to(DT)
         b2 = (((wd << 8) >> 24).to(tl.float32) * d).to(DT)
         b3 = ((wd >> 24).to(tl.float32) * d).to(DT)
-        w = tl.join(tl.join(b0, b1), tl.join(b2, b3))  # [BN, NG, 8, 2, 2]
+        w = tl.join(tl.join(b0, b1), tl.join(b2, b3))  # [BN, NG, 8 (4h + w), 2, 2] (s bit 0, 1)
+        w = tl.permute(tl.reshape(w, [BN, NG, 2, 4, 2, 2]), (0, 1, 2, 5, 4, 3))  # [.., h, s, w]
     else:
         if FMT == 1:  # q4_0: (u - 8) d
             d = d.to(tl.float32)[:, :, None]
@@ -152,26 +220,31 @@ def _deq_tile(FMT: tl.constexpr, wd, hi, s, d, m, DT: tl.constexpr):
             sc1 = (dd * (sc >> 8).to(tl.float32))[:, :, None]
             mn0 = 32.0 * sc0
             mn1 = 32.0 * sc1
-        w = _join8(
-            _affine(_nib(wd, 0, hi, HB), sc0, mn0, DT), _affine(_nib(wd, 1, hi, HB), sc0, mn0, DT),
-            _affine(_nib(wd, 2, hi, HB), sc0, mn0, DT), _affine(_nib(wd, 3, hi, HB), sc0, mn0, DT),
-            _affine(_nib(wd, 4, hi, HB), sc1, mn1, DT), _affine(_nib(wd, 5, hi, HB), sc1, mn1, DT),
-            _affine(_nib(wd, 6, hi, HB), sc1, mn1, DT), _affine(_nib(wd, 7, hi, HB), sc1, mn1, DT),
-        )  # [BN, NG, 4, 2, 2, 2]  # fmt: skip
+        if EMU:  # plain Triton ops (the interpreter runs no inline asm; q5_k: fp32 path)
+            w = _join8(
+                _affine(_nib(wd, 0, hi, HB), sc0, mn0, DT), _affine(_nib(wd, 1, hi, HB), sc0, mn0, DT),
+                _affine(_nib(wd, 2, hi, HB), sc0, mn0, DT), _affine(_nib(wd, 3, hi, HB), sc0, mn0, DT),
+                _affine(_nib(wd, 4, hi, HB), sc1, mn1, DT), _affine(_nib(wd, 5, hi, HB), sc1, mn1, DT),
+                _affine(_nib(wd, 6, hi, HB), sc1, mn1, DT), _affine(_nib(wd, 7, hi, HB), sc1, mn1, DT),
+            )  # [BN, NG, 4, 2, 2, 2]  # fmt: skip
+        else:  # packed fp16 decode: 2-3 instructions per weight, pairs (s, s + 4) in one register
+            w = _join8(*_deq_word_h2(FMT, wd, hi, sc0, mn0, sc1, mn1))
+        # [BN, NG, 4 (word w), 2, 2, 2 (field bits 0, 1, 2)] -> [.., field, w]: element 4 f + w
+        w = tl.permute(w, (0, 1, 5, 4, 3, 2))
     return tl.reshape(w, [BN, NG * 32])
 
 
 @triton.jit
-def _x_tile(FMT: tl.constexpr, x, NG: tl.constexpr):
-    """Activations [BM, NG * 32] of groups [g0, g0 + NG) in `_deq_tile`'s element order:
-    loaded contiguously, then permuted in registers. 4-bit formats: position
-    (w, a, b, c) holds element 4 (4 c + 2 b + a) + w; Q8_0: (h, w, a, b) holds 16 h + 4 (2 b + a) + w."""
-    bm: tl.constexpr = x.shape[0]
-    if FMT == 0:  # [BM, NG, h, s1, s0, w] -> [BM, NG, h, w, s0, s1]
-        x = tl.permute(tl.reshape(x, [bm, NG, 2, 2, 2, 4]), (0, 1, 2, 5, 4, 3))
-    else:  # [BM, NG, s2, s1, s0, w] -> [BM, NG, w, s0, s1, s2]
-        x = tl.permute(tl.reshape(x, [bm, NG, 2, 2, 2, 4]), (0, 1, 5, 4, 3, 2))
-    return tl.reshape(x, [bm, NG * 32])
+def _step(FMT: tl.constexpr, acc, x, wd, hi, s, d, m, EMU: tl.constexpr, PREC: tl.constexpr,
+          SWAP: tl.constexpr):  # fmt: skip
+    """acc += one K step: x [BM, NG * 32] and the decoded weight tile on the tensor cores."""
+    emu: tl.constexpr = EMU or x.dtype != tl.float16 or FMT == 3
+    wt = _deq_tile(FMT, wd, hi, s, d, m, x.dtype, emu)  # [BN, NG * 32]
+    if SWAP:
+        acc = tl.dot(wt, tl.trans(x), acc, input_precision=PREC)  # [BN, BM]
+    else:
+        acc = tl.dot(x, tl.trans(wt), acc, input_precision=PREC)  # [BM, BN]
+    return acc
 
 
 @triton.jit
@@ -180,6 +253,7 @@ def _qmm_kernel(
     T, N, G, stride_xm, stride_om, groups_per_split,
     FMT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, NG: tl.constexpr,
     HAS_BIAS: tl.constexpr, ATOMIC: tl.constexpr, PREC: tl.constexpr, SWAP: tl.constexpr,
+    EMU: tl.constexpr, STAGES: tl.constexpr,
 ):  # fmt: skip
     """out [T, N] (+)= x [T, K] @ W^T (+ bias), K = 32 G; program (n, m, s) owns weight rows
     [n BN, n BN + BN), x rows [m BM, m BM + BM) and 32-element groups
@@ -199,33 +273,24 @@ def _qmm_kernel(
         acc = tl.zeros([BN, BM], dtype=tl.float32)
     else:
         acc = tl.zeros([BM, BN], dtype=tl.float32)
-    g = g_lo + tl.arange(0, NG)  # [NG]
-    wp, hp, sp, dp, mp = _plane_ptrs(FMT, p0, p1, p2, p3, p4, rows, g, G)
+    wp, hp, sp, dp, mp = _plane_ptrs(FMT, p0, p1, p2, p3, p4, rows, g_lo, G, NG)
     xp = xrow + (g_lo * 32 + tl.arange(0, NG * 32))[None, :]  # [BM, NG * 32]
     WPG: tl.constexpr = 8 if FMT == 0 else 4  # int32 words per group
     SSTEP: tl.constexpr = -NG if FMT == 1 else NG  # q4_0 scales run backwards
     n_steps = tl.cdiv(g_hi - g_lo, NG)  # the host makes NG divide groups_per_split and G
-    # software pipelining by hand: step i + 1's loads are in flight while step i computes
-    # (the last step re-reads its own planes instead of running past the end)
-    xr = tl.load(xp, mask=mask_m[:, None], other=0.0)  # [BM, NG * 32] K order
-    wd, hi, s, d, m = _load_raw(FMT, wp, hp, sp, dp, mp)
-    for i in range(n_steps):
-        nx = (i + 1 < n_steps).to(tl.int32)  # 0 on the last step
-        xp += NG * 32 * nx
-        wp += NG * WPG * nx
-        hp += NG * 4 * nx
-        sp += SSTEP * nx
-        dp += NG // 8 * nx
-        mp += NG // 8 * nx
-        nxr = tl.load(xp, mask=mask_m[:, None], other=0.0)
-        nwd, nhi, ns, nd, nm = _load_raw(FMT, wp, hp, sp, dp, mp)
-        x = _x_tile(FMT, xr, NG)  # [BM, NG * 32], permuted K order
-        wt = _deq_tile(FMT, wd, hi, s, d, m, x.dtype)  # [BN, NG * 32], same order
-        if SWAP:
-            acc = tl.dot(wt, tl.trans(x), acc, input_precision=PREC)  # [BN, BM]
-        else:
-            acc = tl.dot(x, tl.trans(wt), acc, input_precision=PREC)  # [BM, BN]
-        xr, wd, hi, s, d, m = nxr, nwd, nhi, ns, nd, nm
+    # Triton's pipeliner keeps STAGES - 1 steps of loads in flight (cp.async into shared
+    # memory); the x tile goes to the MMA from there untouched (the weights are decoded in
+    # K order)
+    for i in tl.range(n_steps, num_stages=STAGES):
+        x = tl.load(xp, mask=mask_m[:, None], other=0.0)  # [BM, NG * 32]
+        wd, hi, s, d, m = _load_raw(FMT, wp, hp, sp, dp, mp)
+        acc = _step(FMT, acc, x, wd, hi, s, d, m, EMU, PREC, SWAP)
+        xp += NG * 32
+        wp += NG * WPG
+        hp += NG * 4
+        sp += SSTEP
+        dp += NG // 8
+        mp += NG // 8
     if SWAP:
         acc = tl.trans(acc)  # [BM, BN]
     optrs = out_ptr + offs_m[:, None] * stride_om + offs_n[None, :]
@@ -240,7 +305,7 @@ class MMConfig:
     ng: int  # 32-element groups per K step
     split: int = 1  # programs along K (fp32 atomics when > 1)
     warps: int = 4
-    stages: int = 2
+    stages: int = 3  # software pipeline depth (stages - 1 K steps of loads in flight)
     swap: bool = False  # weights as the A operand of the MMA (out^T = W x^T)
 
 
@@ -256,22 +321,39 @@ def _largest_ng(ng: int, groups: int) -> int:
 # 4096x4096 Q4_K: 50.5 -> 20.9 us at 8 rows, 51.1 -> 30.7 us at 32). With 128-row blocks a
 # 100-token cached-prefix turn took 2x longer than dequantize + cuBLAS, so more rows stay there.
 MM_MAX_T = 64
+BIG_SMEM = 160 * 1024  # shared memory per block (H100/H200: 227 KB; RTX 30xx/40xx: 99 KB)
 
 
-def mm_config(fmt: str, n: int, k: int, t: int, num_sms: int) -> MMConfig:
-    """Heuristic from the H200 sweep (scripts/sweep_qmm.py, CUDA-graph timing): one M block
-    covers the rows up to 64 (every weight tile is decoded once), 128-row blocks above; 128
-    weight rows per program as the MMA's A operand (swap: 1.1-1.3x faster, and Triton 3.6
-    fails to compile the unswapped form for 64+ rows), 256 K elements per step, 8 warps; split
-    K until every SM has two programs."""
+def mm_config(fmt: str, n: int, k: int, t: int, num_sms: int, smem: int = BIG_SMEM) -> MMConfig:
+    """Heuristic from the H200 sweep (scripts/probe_qmm.py, weights from memory, CUDA-graph
+    timing; benchmarks/probe_qmm_session4.jsonl): one M block covers the rows up to 64 (every
+    weight tile is decoded once), 128-row blocks above; 64 weight rows x 256 K per step as the
+    MMA's A operand (swap), 4 warps, a 3-stage pipeline; 128 rows for very tall matrices at
+    32+ rows where shared memory allows (28672x4096 Q4_K, 32 rows: 55 vs 70 us); split K until
+    the grid has 1.5 programs per SM."""
     groups = k // 32
     bm = max(16, triton.next_power_of_2(t)) if t <= 64 else 128  # 128: explicit calls only
     ng = _largest_ng(8, groups)
-    ctas = triton.cdiv(n, 128) * triton.cdiv(t, bm)
+    bn = 128 if n >= 16384 and bm >= 32 and smem >= BIG_SMEM else 64
+    ctas = triton.cdiv(n, bn) * triton.cdiv(t, bm)
     split = 1
-    while ctas * split < 2 * num_sms and groups // (ng * split * 2) >= 2:
+    while 2 * ctas * split < 3 * num_sms and groups // (ng * split * 2) >= 2:
         split *= 2
-    return MMConfig(bm, 128, ng, split, warps=8, stages=2, swap=True)
+    return MMConfig(bm, bn, ng, split, warps=4, stages=3, swap=True)
+
+
+def _smaller(cfg: MMConfig) -> MMConfig | None:
+    """The next config to try when `cfg` needs more shared memory than the GPU has."""
+    if cfg.stages > 2:
+        return replace(cfg, stages=cfg.stages - 1)
+    if cfg.bn > 32:
+        return replace(cfg, bn=cfg.bn // 2)
+    if cfg.bm > 16:
+        return replace(cfg, bm=cfg.bm // 2)
+    return None
+
+
+_FITTED: dict[tuple, MMConfig] = {}  # (format, dtype, config) -> a config that fits this GPU
 
 
 def qmm_launch(
@@ -282,6 +364,21 @@ def qmm_launch(
     bias: torch.Tensor | None,
     cfg: MMConfig,
 ) -> torch.Tensor:  # [T, N] in x.dtype
+    key = (fmt, x.dtype, cfg)
+    cfg = _FITTED.get(key, cfg)
+    while True:
+        try:
+            out = _launch(x, planes, fmt, n, bias, cfg)
+        except triton.runtime.errors.OutOfResources:
+            smaller = _smaller(cfg)
+            if smaller is None:
+                raise
+            cfg = _FITTED[key] = smaller
+            continue
+        return out
+
+
+def _launch(x, planes, fmt, n, bias, cfg: MMConfig) -> torch.Tensor:
     t, k = x.shape
     groups = k // 32
     # k-quant steps cover whole 256-element super-blocks (their d/dmin pointers step by NG/8)
@@ -296,6 +393,7 @@ def qmm_launch(
         x, acc, bias if bias is not None else acc, *ps,
         t, n, groups, x.stride(0), acc.stride(0), per_split,
         FMT=FMT_CODES[fmt], BM=cfg.bm, BN=cfg.bn, NG=ng, HAS_BIAS=bias is not None,
-        ATOMIC=split > 1, PREC="ieee" if x.dtype == torch.float32 else "tf32", SWAP=cfg.swap, num_warps=cfg.warps, num_stages=cfg.stages,
+        ATOMIC=split > 1, PREC="ieee" if x.dtype == torch.float32 else "tf32", SWAP=cfg.swap,
+        EMU=os.environ.get("TRITON_INTERPRET") == "1", STAGES=cfg.stages, num_warps=cfg.warps,
     )  # fmt: skip
     return acc if split == 1 else acc.to(x.dtype)

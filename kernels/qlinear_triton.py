@@ -33,7 +33,7 @@ from localllm.kernels.quant_act_triton import fill_lazily
 from localllm.kernels.qlinear_core_triton import MODE_DOT, MODE_STORE, MODE_VEC, _consume, _write_out
 from localllm.kernels.qlinear_half2_triton import H2_CENTER, _vec_h2
 from localllm.kernels.qlinear_dp4a_triton import dp4a_config, dp4a_launch
-from localllm.kernels.qlinear_mm_triton import MM_MAX_T, PLANES, mm_config, qmm_launch
+from localllm.kernels.qlinear_mm_triton import BIG_SMEM, MM_MAX_T, PLANES, mm_config, qmm_launch
 from localllm.kernels.qlinear_tile_triton import _load_tile
 from localllm.kernels.registry import register
 
@@ -130,6 +130,15 @@ def _num_sms(device: torch.device) -> int:
     if device.type != "cuda":
         return 4
     return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+@functools.lru_cache(maxsize=16)
+def _smem(device: torch.device) -> int:
+    """Shared memory one program may use (opt-in), bytes."""
+    if device.type != "cuda":
+        return BIG_SMEM
+    props = torch.cuda.get_device_properties(device)
+    return getattr(props, "shared_memory_per_block_optin", BIG_SMEM)
 
 
 def _fit_tile(tile: int, k: int) -> int:
@@ -302,7 +311,7 @@ def qlinear_triton(
     # fp32 tiles would not fit in shared memory)
     if 1 < t <= MM_MAX_T and (x.dtype != torch.float32 or x.device.type != "cuda"):
         _check(x, w, bias)
-        cfg = mm_config(w.fmt, w.n, w.k, t, _num_sms(x.device))
+        cfg = mm_config(w.fmt, w.n, w.k, t, _num_sms(x.device), _smem(x.device))
         return qmm_launch(x, [w.tensors[p] for p in PLANES[w.fmt]], w.fmt, w.n, bias, cfg)
     cfg = pick_config(w.fmt, w.n, w.k, t, x.device)
     return qlinear_launch(x, w, bias, cfg)

@@ -16,8 +16,8 @@ mm = pytest.importorskip("localllm.kernels.qlinear_mm_triton")
 CONFIGS = [
     mm.MMConfig(16, 32, 4),
     mm.MMConfig(32, 16, 8, split=3, swap=True),
-    mm.MMConfig(16, 64, 16, split=2, warps=8),
-    mm.MMConfig(64, 128, 8, warps=8, swap=True),
+    mm.MMConfig(16, 64, 16, split=2, warps=8, stages=2),
+    mm.MMConfig(64, 128, 8, warps=8, swap=True, stages=4),
 ]
 
 
@@ -44,6 +44,34 @@ def test_qmm_heuristic_shapes() -> None:
     assert big.bm == 32 and big.swap and big.split <= 2
     assert mm.mm_config("q6_k", 4096, 4096, 100, sms).bm == 128
     assert mm.mm_config("q8_0", 64, 96, 2, sms).ng == 1  # K = 3 groups: one group per step
+    assert big.bn == 128 and mm.mm_config("q4_k", 28672, 4096, 32, 82, smem=99 * 1024).bn == 64
+
+
+def test_qmm_shrinks_configs_that_do_not_fit(monkeypatch) -> None:
+    """A config needing more shared memory than the GPU has (RTX 30xx/40xx: 99 KB per block)
+    falls back to fewer stages, then fewer rows, and the fitted config is remembered."""
+    import triton
+
+    tried = []
+    real = mm._launch
+
+    def launch(x, planes, fmt, n, bias, cfg):
+        tried.append(cfg)
+        if cfg.stages > 2 or cfg.bn > 32:
+            raise triton.runtime.errors.OutOfResources(100_000, 99 * 1024, "shared memory")
+        return real(x, planes, fmt, n, bias, cfg)
+
+    monkeypatch.setattr(mm, "_launch", launch)
+    monkeypatch.setattr(mm, "_FITTED", {})
+    w = pack_weight(random_raw(QT.Q4_K, 40, 256, seed=3))
+    x = torch.randn(5, 256)
+    cfg = mm.MMConfig(16, 64, 8, stages=3, swap=True)
+    out = mm.qmm_launch(x, [w.tensors[p] for p in mm.PLANES["q4_k"]], "q4_k", 40, None, cfg)
+    torch.testing.assert_close(out, qlinear_ref(x, w, None), rtol=1e-4, atol=1e-3)
+    assert [(c.stages, c.bn) for c in tried] == [(3, 64), (2, 64), (2, 32)]
+    tried.clear()
+    mm.qmm_launch(x, [w.tensors[p] for p in mm.PLANES["q4_k"]], "q4_k", 40, None, cfg)
+    assert [(c.stages, c.bn) for c in tried] == [(2, 32)]
 
 
 @pytest.mark.gpu
