@@ -63,9 +63,14 @@ def plan_launch(batch: int, n_kv: int, group: int, d_pad: int, max_q_len: int, m
     warps = 4 if block_m * d_pad <= 64 * 128 else 8
     if parts is None:
         parts = 1
+        most = max(triton.cdiv(max_seq_len, MIN_PART), 1)
         if max_q_len <= DECODE_MAX_Q:
-            most = max(triton.cdiv(max_seq_len, MIN_PART), 1)
             parts = min(max(triton.cdiv(target_programs, batch * n_kv * m_blocks), 1), most)
+        elif batch * n_kv * m_blocks < target_programs:
+            # a short chunk over a long context (a cached prefix, a prompt prefilled beside
+            # running streams): split the KV too, or the chunk's few row tiles each scan the
+            # whole context on one SM (programs past a sequence's end exit at once)
+            parts = min(triton.cdiv(target_programs, n_kv * m_blocks), most)
     if parts == 1:
         return Plan(block_m, block_n, m_blocks, 1, 2**30, warps)
     part_len = triton.cdiv(triton.cdiv(max(max_seq_len, 1), parts), block_n) * block_n

@@ -258,8 +258,8 @@ def _qmm_kernel(
     """out [T, N] (+)= x [T, K] @ W^T (+ bias), K = 32 G; program (n, m, s) owns weight rows
     [n BN, n BN + BN), x rows [m BM, m BM + BM) and 32-element groups
     [s groups_per_split, (s + 1) groups_per_split) (NG divides both G and groups_per_split)."""
-    pid_n = tl.program_id(0)
-    pid_m = tl.program_id(1)
+    pid_m = tl.program_id(0)  # M blocks of one weight tile run side by side: it is read from
+    pid_n = tl.program_id(1)  # memory once and from L2 by the others
     pid_k = tl.program_id(2)
     offs_n = pid_n * BN + tl.arange(0, BN)  # [BN]
     mask_n = offs_n < N
@@ -317,25 +317,27 @@ def _largest_ng(ng: int, groups: int) -> int:
 
 
 # up to this many activation rows the fused kernel beats dequantize + cuBLAS: it reads the
-# packed weights once instead of writing and re-reading an fp16 copy (H200, CUDA-graph timing,
-# 4096x4096 Q4_K: 50.5 -> 20.9 us at 8 rows, 51.1 -> 30.7 us at 32). With 128-row blocks a
-# 100-token cached-prefix turn took 2x longer than dequantize + cuBLAS, so more rows stay there.
-MM_MAX_T = 64
+# packed weights once instead of writing and re-reading an fp16 copy (H200, weights from
+# memory, 100 rows, Q4_K: 28672x4096 239 vs 358 us, 4096x14336 107 vs 197 us, 4096x4096 47 vs
+# 52 us; scripts/probe_qmm.py --cublas). Above it, prefill chunks take dequantize + cuBLAS.
+MM_MAX_T = 128
 BIG_SMEM = 160 * 1024  # shared memory per block (H100/H200: 227 KB; RTX 30xx/40xx: 99 KB)
 
 
 def mm_config(fmt: str, n: int, k: int, t: int, num_sms: int, smem: int = BIG_SMEM) -> MMConfig:
     """Heuristic from the H200 sweep (scripts/probe_qmm.py, weights from memory, CUDA-graph
     timing; benchmarks/probe_qmm_session4.jsonl): one M block covers the rows up to 64 (every
-    weight tile is decoded once), 128-row blocks above; 64 weight rows x 256 K per step as the
+    weight tile is decoded once), 64-row blocks above (100 rows, 28672x4096 Q4_K: 213 us vs
+    239 us with one 128-row block; the M blocks of a weight tile run side by side, so it is
+    read from memory once); 64 weight rows x 256 K per step as the
     MMA's A operand (swap), 4 warps, a 3-stage pipeline; 128 rows for very tall matrices at
     32+ rows where shared memory allows (28672x4096 Q4_K, 32 rows: 55 vs 70 us); split K until
     the grid has 1.5 programs per SM."""
     groups = k // 32
-    bm = max(16, triton.next_power_of_2(t)) if t <= 64 else 128  # 128: explicit calls only
+    bm = min(max(16, triton.next_power_of_2(t)), 64)
     ng = _largest_ng(8, groups)
     bn = 128 if n >= 16384 and bm >= 32 and smem >= BIG_SMEM else 64
-    ctas = triton.cdiv(n, bn) * triton.cdiv(t, bm)
+    ctas = triton.cdiv(n, bn)  # M blocks of a weight tile share its reads (L2), not its work
     split = 1
     while 2 * ctas * split < 3 * num_sms and groups // (ng * split * 2) >= 2:
         split *= 2
@@ -388,7 +390,7 @@ def _launch(x, planes, fmt, n, bias, cfg: MMConfig) -> torch.Tensor:
     dtype = torch.float32 if split > 1 else x.dtype  # split K: fp32 atomics into zeros
     acc = (torch.zeros if split > 1 else torch.empty)((t, n), device=x.device, dtype=dtype)
     ps = list(planes) + [planes[0]] * (5 - len(planes))
-    grid = (triton.cdiv(n, cfg.bn), triton.cdiv(t, cfg.bm), split)
+    grid = (triton.cdiv(t, cfg.bm), triton.cdiv(n, cfg.bn), split)
     _qmm_kernel[grid](
         x, acc, bias if bias is not None else acc, *ps,
         t, n, groups, x.stride(0), acc.stride(0), per_split,

@@ -8,7 +8,7 @@ One kernel, three modes (see `qlinear_core_triton`):
   once per group; split-K over programs with fp32 atomics only when N is small. With fp16 x
   (Q4_0, Q4_K, Q5_K, Q6_K) the words are decoded two fields per register and multiplied in
   packed fp16 (`qlinear_half2_triton`, `QLinearConfig.half2`).
-- 1 < T <= MM_MAX_T = 64 (batched decode, speculative verify, short prefill chunks):
+- 1 < T <= MM_MAX_T = 128 (batched decode, speculative verify, short prefill chunks):
   the fused dequant-GEMM of `qlinear_mm_triton` (tensor cores, weights decoded in registers).
   MODE_DOT (rebuilt fp16 tiles, one `tl.dot` per field) stays selectable through
   `QLinearConfig` for comparison; the fused kernel is 1.3-1.8x faster.

