@@ -28,6 +28,7 @@ __all__ = ["ScheduledBatch", "ScheduledSeq", "Scheduler", "SchedulerConfig"]
 
 class Scheduler:
     def __init__(self, config: SchedulerConfig, block_manager: BlockManager) -> None:
+        self._long_left = 0  # prefill tokens long prompts may still take this step (schedule())
         self.config = config
         self.block_manager = block_manager
         self.waiting: deque[Sequence] = deque()
@@ -97,27 +98,42 @@ class Scheduler:
         for seq in decodes:
             if seq.status is SeqStatus.RUNNING:  # else preempted earlier in this loop
                 budget = self._schedule_running(seq, budget, scheduled, batch)
+        # streams are decoding: long prompts get at most decode_prefill_chunk tokens of this
+        # step, so it stays short (inter-token latency); short prompts are not held back
         cap = self.config.decode_prefill_chunk
-        if scheduled and cap:  # streams are decoding: keep this step short (inter-token latency)
-            budget = min(budget, cap)
+        self._long_left = cap if scheduled and cap else budget
         for seq in prefills:
             if seq.status is SeqStatus.RUNNING:
-                budget = self._schedule_running(seq, budget, scheduled, batch)
+                work = seq.num_tokens - seq.num_cached_prompt  # its prefill work, all chunks
+                budget = self._schedule_running(seq, budget, scheduled, batch, self._allowed(work, budget))
         if not batch.preempted:
             self._admit_waiting(budget, scheduled, batch)
         batch.items = list(scheduled.values())
         return batch
 
+    def _allowed(self, work: int, budget: int) -> int:
+        """Prefill tokens a prompt with `work` uncached tokens may take of the step's budget."""
+        if work <= self.config.short_prefill:
+            return budget
+        return min(budget, self._long_left)
+
+    def _took(self, work: int, n: int) -> None:
+        if work > self.config.short_prefill:
+            self._long_left -= n
+
     def _schedule_running(
-        self, seq: Sequence, budget: int, scheduled: dict[int, ScheduledSeq], batch: ScheduledBatch
+        self, seq: Sequence, budget: int, scheduled: dict[int, ScheduledSeq], batch: ScheduledBatch,
+        allowed: int | None = None,
     ) -> int:
-        """Schedule one running seq; new budget. When blocks are short, first shrink the work to
-        what fits (fewer drafts, a smaller prefill chunk), then preempt the newest running seq."""
+        """Schedule one running seq within `allowed` (default: budget) tokens; new budget. When
+        blocks are short, first shrink the work to what fits (fewer drafts, a smaller prefill
+        chunk), then preempt the newest running seq."""
         if self._never_fits(seq):
             self.finish(seq, "length")
             batch.finished.append(seq)
             return budget
-        item = self._plan(seq, budget)
+        work = seq.num_tokens - seq.num_cached_prompt
+        item = self._plan(seq, budget if allowed is None else allowed)
         if item is None:
             return budget
         while not self.block_manager.allocate(seq, item.num_tokens):
@@ -131,6 +147,8 @@ class Scheduler:
             if victim is seq:
                 return budget
         scheduled[seq.seq_id] = item
+        if seq.in_prefill:
+            self._took(work, item.num_tokens)
         return budget - item.num_tokens
 
     def _admit_waiting(
@@ -144,7 +162,10 @@ class Scheduler:
                 batch.finished.append(seq)
                 continue
             computed = bm.get_computed_prefix(seq)
-            n = self._chunk(seq.num_tokens - len(computed) * bm.block_size, budget)
+            remaining = seq.num_tokens - len(computed) * bm.block_size
+            n = self._chunk(remaining, self._allowed(remaining, budget))
+            if n < 1:
+                break  # only long prompts wait, and their share of this step is spent
             if not bm.allocate(seq, n, computed):
                 break  # FCFS: nobody overtakes the head of the queue
             self.waiting.popleft()
@@ -156,6 +177,7 @@ class Scheduler:
             seq.draft_ids = []  # nothing to verify before the first forward
             is_last = start + n == seq.num_tokens
             scheduled[seq.seq_id] = ScheduledSeq(seq, start, n, [], is_last, not seq.in_prefill)
+            self._took(remaining, n)
             budget -= n
 
     def _plan(self, seq: Sequence, budget: int) -> ScheduledSeq | None:

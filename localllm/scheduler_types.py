@@ -16,6 +16,10 @@ class SchedulerConfig:
     # 0 = none; else the most prefill tokens (all sequences together) of a step that also
     # decodes, so running streams keep their pace while a long prompt is prefilled
     decode_prefill_chunk: int = 0
+    # prompts with at most this many tokens left to prefill are not held to
+    # decode_prefill_chunk: they finish in a step or two and start streaming (a burst of short
+    # requests is not spread over hundreds of steps); only long prompts are throttled
+    short_prefill: int = 256
 
     def __post_init__(self) -> None:
         if self.max_num_seqs < 1:
@@ -26,6 +30,8 @@ class SchedulerConfig:
             raise ValueError("max_model_len must be >= 1")
         if self.decode_prefill_chunk < 0:
             raise ValueError("decode_prefill_chunk must be >= 0")
+        if self.short_prefill < 0:
+            raise ValueError("short_prefill must be >= 0")
         if self.long_prefill_threshold < 0:
             raise ValueError("long_prefill_threshold must be >= 0")
 

@@ -130,19 +130,21 @@ def test_context_overflow_is_refused(stories):
 
 
 def test_decode_prefill_chunk_caps_prefill_beside_decodes(stories):
-    """With --decode-prefill-chunk, a step that decodes prefills at most that many tokens,
-    and outputs do not change."""
+    """With --decode-prefill-chunk, a step that decodes prefills at most that many tokens of
+    long prompts (short ones are prefilled whole: they start streaming at once), and outputs
+    do not change."""
     early = [([1, 5, 6, 7], 40), ([1, 9, 10], 40)]
-    late = [([1] + list(range(5, 95)), 20), ([1] + list(range(100, 250)), 20)]
+    late = [([1] + list(range(5, 95)), 20), ([1] + list(range(100, 250)), 20), ([1] + list(range(300, 330)), 8)]
     alone = _alone(_engine(stories, enable_prefix_caching=False), early + late)
     eng = _engine(stories, decode_prefill_chunk=8)
-    seen = []
+    eng.scheduler.config.short_prefill = 64  # prompts over 64 tokens are long here
+    seen: list[dict[int, int]] = []  # per decoding step: prompt length -> prefill tokens
     schedule = eng.scheduler.schedule
 
     def spy():
         b = schedule()
         if any(it.is_decode for it in b.items):
-            seen.append(sum(it.num_tokens for it in b.items if not it.is_decode))
+            seen.append({it.seq.num_tokens: it.num_tokens for it in b.items if not it.is_decode})
         return b
 
     eng.scheduler.schedule = spy
@@ -158,4 +160,7 @@ def test_decode_prefill_chunk_caps_prefill_beside_decodes(stories):
         for ev in eng.step():
             out[ev.request_id] += ev.token_ids
     assert [out[i] for i in ids] == alone
-    assert max(seen) == 8  # the late prompts were prefilled 8 tokens at a time beside decodes
+    long_chunks = [n for step in seen for length, n in step.items() if length > 64]
+    assert max(long_chunks) == 8  # the long prompts: 8 tokens at a time beside decodes
+    assert all(sum(n for length, n in step.items() if length > 64) <= 8 for step in seen)
+    assert any(step.get(31) == 31 for step in seen)  # the short one: whole, in one step
