@@ -154,7 +154,9 @@ def _deq_asm(zp: int, high: str) -> str:
 
 _DEQ_Q4_0 = tl.constexpr(_deq_asm(8, ""))
 _DEQ_Q4_K = tl.constexpr(_deq_asm(0, ""))
-_DEQ_Q6_K = tl.constexpr(_deq_asm(32, _high_asm("prmt.b32 e2, $9, $9, 0x1100;", (4, 6, 0, 2), "0x00300030", "0x03000300")))
+_DEQ_Q6_K = tl.constexpr(
+    _deq_asm(32, _high_asm("prmt.b32 e2, $9, $9, 0x1100;", (4, 6, 0, 2), "0x00300030", "0x03000300"))
+)
 _DEQ_CONSTRAINTS = tl.constexpr("=h,=h,=h,=h,=h,=h,=h,=h,r,r,r,r")
 
 
@@ -175,7 +177,6 @@ def _deq_word_h2(FMT: tl.constexpr, wd, hi, sc0, mn0, sc1, mn1):
     f0, f4, f1, f5, f2, f6, f3, f7 = tl.inline_asm_elementwise(
         asm, _DEQ_CONSTRAINTS, [wd, hi, scale, shift], dtype=(tl.float16,) * 8, is_pure=True, pack=1)
     return f0, f1, f2, f3, f4, f5, f6, f7
-
 
 
 @triton.jit
@@ -281,7 +282,7 @@ def _qmm_kernel(
     # Triton's pipeliner keeps STAGES - 1 steps of loads in flight (cp.async into shared
     # memory); the x tile goes to the MMA from there untouched (the weights are decoded in
     # K order)
-    for i in tl.range(n_steps, num_stages=STAGES):
+    for _ in tl.range(n_steps, num_stages=STAGES):
         x = tl.load(xp, mask=mask_m[:, None], other=0.0)  # [BM, NG * 32]
         wd, hi, s, d, m = _load_raw(FMT, wp, hp, sp, dp, mp)
         acc = _step(FMT, acc, x, wd, hi, s, d, m, EMU, PREC, SWAP)

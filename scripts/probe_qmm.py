@@ -74,7 +74,7 @@ def main() -> None:
                     line += f" old {us:.1f} us ({w.nbytes / us / 1e3 / PEAK_BW * 1e9:.0%})"
                     line += f" maxdiff {((o - ref).abs().max() / ref.abs().max()).item():.1e} |"
                 if a.cublas:
-                    us = do_bench_cudagraph(lambda: qlinear_triton(x, w), rep=30) * 1e3
+                    us = do_bench_cudagraph(lambda x=x, w=w: qlinear_triton(x, w), rep=30) * 1e3
                     line += f" current path {us:.1f} us |"
                 us = time_us(mm, x, copies, fmt, n, cfg)
                 line += f" new {us:.1f} us ({w.nbytes / us / 1e3 / PEAK_BW * 1e9:.0%}) {cfg}"
