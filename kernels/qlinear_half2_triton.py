@@ -34,29 +34,32 @@ def _h16(v: float) -> str:
     return f"0x{b:04X}{b:04X}"
 
 
-def _word_asm(z: int, high: str) -> str:
-    """PTX: $0 = $1 + sum over the 8 fields of word $2 of (q - z) * x as fp16x2; $3..$6 the
-    activation pairs of fields (0, 4), (1, 5), (2, 6), (3, 7); `high` ORs the extra bits
-    ($7) into h0..h3 (already placed at the fields' bits 4, 5 / 8, 9)."""
-    return f"""{{
-    .reg .b32 a, t0, t1, t2, t3, h0, h1, h2, h3, v, c0, c1, c16, e2;
-    mov.b32 c0, {_h16(1024 + z)};
+def _decode_asm(z: int, high: str) -> str:
+    """PTX lines leaving q - z of the fields (s, s + 4) of word $w as fp16 pairs in t0..t3
+    (s = 0..3); `high` ORs the extra bits into t0..t3 (already placed at the fields' bits 4, 5 /
+    8, 9). The caller declares the registers and names the word operand `$w`."""
+    return f"""mov.b32 c0, {_h16(1024 + z)};
     mov.b32 c1, {_h16(-(64 + z))};
     mov.b32 c16, 0x2C002C00;
-    shr.u32 v, $2, 8;
-    and.b32 t0, $2, 0x000F000F;
-    and.b32 t1, $2, 0x00F000F0;
-    and.b32 t2, v, 0x000F000F;
-    and.b32 t3, v, 0x00F000F0;
+    shr.u32 v, $w, 8;
+    lop3.b32 t0, $w, 0x000F000F, 0x64006400, 0xEA;
+    lop3.b32 t1, $w, 0x00F000F0, 0x64006400, 0xEA;
+    lop3.b32 t2, v, 0x000F000F, 0x64006400, 0xEA;
+    lop3.b32 t3, v, 0x00F000F0, 0x64006400, 0xEA;
     {high}
-    or.b32 t0, t0, 0x64006400;
-    or.b32 t1, t1, 0x64006400;
-    or.b32 t2, t2, 0x64006400;
-    or.b32 t3, t3, 0x64006400;
     sub.rn.f16x2 t0, t0, c0;
     fma.rn.f16x2 t1, t1, c16, c1;
     sub.rn.f16x2 t2, t2, c0;
-    fma.rn.f16x2 t3, t3, c16, c1;
+    fma.rn.f16x2 t3, t3, c16, c1;"""
+
+
+def _word_asm(z: int, high: str) -> str:
+    """PTX: $0 = $1 + sum over the 8 fields of word $2 of (q - z) * x as fp16x2; $3..$6 the
+    activation pairs of fields (0, 4), (1, 5), (2, 6), (3, 7); `high` reads the extra bits
+    from $7 (`_decode_asm`). (lop3 with immLut 0xEA is (a & b) | c.)"""
+    return f"""{{
+    .reg .b32 a, t0, t1, t2, t3, h0, h1, h2, h3, v, c0, c1, c16, e2;
+    {_decode_asm(z, high).replace("$w", "$2")}
     fma.rn.f16x2 a, t0, $3, $1;
     fma.rn.f16x2 a, t1, $4, a;
     fma.rn.f16x2 a, t2, $5, a;

@@ -26,7 +26,7 @@ import triton
 import triton.language as tl
 
 from localllm.kernels.qlinear_core_triton import _write_out
-from localllm.kernels.qlinear_half2_triton import _h16, _high_asm, _pack
+from localllm.kernels.qlinear_half2_triton import _decode_asm, _high_asm, _pack
 
 SUPER_BLOCK = ("q4_k", "q5_k", "q6_k")  # K is a multiple of 256
 FMT_CODES: dict[str, int] = {"q8_0": 0, "q4_0": 1, "q4_k": 2, "q5_k": 3, "q6_k": 4}
@@ -123,24 +123,12 @@ def _load_raw(FMT: tl.constexpr, wp, hp, sp, dp, mp):
 
 def _deq_asm(zp: int, high: str) -> str:
     """PTX: the 8 fields of word $8 as fp16 (q - zp) * scale + shift, in pairs (field s,
-    field s + 4) = ($2s, $2s+1), one f16x2 register each; $9 the extra high bits (`high` ORs
-    them into t0..t3, see `qlinear_half2_triton._high_asm`), $10 / $11 the (scale, shift) of
-    fields 0..3 (low halves) and 4..7 (high halves) as fp16x2."""
+    field s + 4) = ($2s, $2s+1), one f16x2 register each; `high` reads the extra bits from $9
+    (`qlinear_half2_triton._decode_asm`), $10 / $11 the (scale, shift) of fields 0..3 (low
+    halves) and 4..7 (high halves) as fp16x2."""
     return f"""{{
-    .reg .b32 a, t0, t1, t2, t3, h0, h1, h2, h3, v, c0, c1, c16, e2;
-    mov.b32 c0, {_h16(1024 + zp)};
-    mov.b32 c1, {_h16(-(64 + zp))};
-    mov.b32 c16, 0x2C002C00;
-    shr.u32 v, $8, 8;
-    lop3.b32 t0, $8, 0x000F000F, 0x64006400, 0xEA;
-    lop3.b32 t1, $8, 0x00F000F0, 0x64006400, 0xEA;
-    lop3.b32 t2, v, 0x000F000F, 0x64006400, 0xEA;
-    lop3.b32 t3, v, 0x00F000F0, 0x64006400, 0xEA;
-    {high}
-    sub.rn.f16x2 t0, t0, c0;
-    fma.rn.f16x2 t1, t1, c16, c1;
-    sub.rn.f16x2 t2, t2, c0;
-    fma.rn.f16x2 t3, t3, c16, c1;
+    .reg .b32 t0, t1, t2, t3, h0, h1, h2, h3, v, c0, c1, c16, e2;
+    {_decode_asm(zp, high).replace("$w", "$8")}
     fma.rn.f16x2 t0, t0, $10, $11;
     fma.rn.f16x2 t1, t1, $10, $11;
     fma.rn.f16x2 t2, t2, $10, $11;
