@@ -21,7 +21,7 @@ _F16X2 = {"fma": lambda a, b, c: a * b + c, "add": np.add, "sub": np.subtract}
 
 
 def _run_ptx(asm: str, args: list[np.ndarray]) -> np.ndarray:
-    """Tiny interpreter for the PTX of `qlinear_half2_triton` (b32 logic, prmt, f16x2 math);
+    """Tiny interpreter for the PTX of `qlinear_half2_triton` (b32 logic, lop3, prmt, f16x2 math);
     $0 is the output, args are uint32 arrays for $1, $2, ..."""
     regs = {f"${i + 1}": a.astype(np.uint32) for i, a in enumerate(args)}
 
@@ -45,6 +45,13 @@ def _run_ptx(asm: str, args: list[np.ndarray]) -> np.ndarray:
             sel = int(src[2], 0)
             regs[dst] = sum(((both >> (8 * ((sel >> 4 * i) & 7))) & 0xFF) << (8 * i)
                             for i in range(4)).astype(np.uint32)  # fmt: skip
+        elif kind == "lop3":  # any 3-input logic function: bit i of the LUT = f(a, b, c) at i = 4a+2b+c
+            lut, out = int(src[3], 0), np.zeros_like(v[0])
+            for i in range(8):
+                if lut >> i & 1:
+                    pick = [x if i >> (2 - j) & 1 else ~x for j, x in enumerate(v[:3])]
+                    out |= pick[0] & pick[1] & pick[2]
+            regs[dst] = out
         else:
             fn = {"mov": lambda a: a, "shr": lambda a, b: a >> b, "shl": lambda a, b: a << b,
                   "and": np.bitwise_and, "or": np.bitwise_or}[kind]  # fmt: skip
