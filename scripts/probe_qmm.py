@@ -50,6 +50,11 @@ def main() -> None:
     ap.add_argument("--fmts", default="q4_k,q6_k,q4_0")
     ap.add_argument("--old", default="")
     ap.add_argument("--sweep", action="store_true")
+    ap.add_argument("--bms", default="", help="--sweep these M block sizes (default: heuristic's)")
+    ap.add_argument("--ngs", default="8", help="--sweep these groups per K step")
+    ap.add_argument("--splits", default="1,2,4,8")
+    ap.add_argument("--stages", default="3,4")
+    ap.add_argument("--shapes", default="", help="only these NxK (comma list)")
     ap.add_argument("--cublas", action="store_true", help="also time qlinear_triton (L2-warm)")
     a = ap.parse_args()
     old = None
@@ -61,6 +66,8 @@ def main() -> None:
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     for fmt in a.fmts.split(","):
         for n, k in SHAPES[fmt]:
+            if a.shapes and f"{n}x{k}" not in a.shapes.split(","):
+                continue
             w, copies = cold_copies(fmt, n, k)
             for t in map(int, a.ts.split(",")):
                 x = torch.randn(t, k, device="cuda").half()
@@ -82,10 +89,15 @@ def main() -> None:
                 if not a.sweep:
                     continue
                 res = []
-                for bn, warps, split, stages in itertools.product((64, 128), (4, 8), (1, 2, 4, 8), (3, 4)):
+                bms = [int(b) for b in a.bms.split(",") if b] or [cfg.bm]
+                ngs = [int(g) for g in a.ngs.split(",")]
+                splits = [int(v) for v in a.splits.split(",")]
+                stage_list = [int(v) for v in a.stages.split(",")]
+                for bm, ng, bn, warps, split, stages in itertools.product(
+                        bms, ngs, (64, 128), (4, 8), splits, stage_list):
                     if split > 1 and n > 8192 or stages == 4 and (bn, warps) != (128, 4):
                         continue
-                    c = mm.MMConfig(cfg.bm, bn, 8, split, warps, stages, True)
+                    c = mm.MMConfig(bm, bn, ng, split, warps, stages, True)
                     try:
                         res.append((time_us(mm, x, copies, fmt, n, c), c))
                     except Exception as e:  # noqa: BLE001 - configs that do not compile

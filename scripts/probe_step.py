@@ -1,0 +1,74 @@
+"""Where a batch-1 decode step's wall time goes: GPU time of the captured graph alone (replayed
+back to back) against a full engine step, and the host phases of a step.
+
+Usage: python3 scripts/probe_step.py [--model llama3-8b-q4_k_m] [--steps 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+
+from localllm.bench import resolve_model
+from localllm.cli_args import add_engine_args, engine_config
+from localllm.core import SamplingParams
+from localllm.engine import LLMEngine
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    add_engine_args(ap, model_required=False)
+    ap.add_argument("--steps", type=int, default=200)
+    a = ap.parse_args()
+    a.model = resolve_model(a.model or "llama3-8b-q4_k_m")
+    engine = LLMEngine(engine_config(a, max_model_len=4096 + 256))
+    bos = engine.tokenizer.bos_id or 1
+    params = SamplingParams(max_tokens=a.steps * 3 + 64, temperature=0.0, ignore_eos=True)
+    rid = engine.add_request([bos, 100], params)
+    for _ in range(20):
+        engine.step()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(a.steps):
+        engine.step()
+    torch.cuda.synchronize()
+    step = (time.perf_counter() - t0) / a.steps
+
+    g = engine.runner.graphs.graphs[1, 0]
+    torch.cuda.synchronize()
+    ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    ev0.record()
+    for _ in range(a.steps):
+        g.replay()
+    ev1.record()
+    torch.cuda.synchronize()
+    replay = ev0.elapsed_time(ev1) / 1e3 / a.steps
+
+    # host phases of an engine step, synchronizing after the GPU part
+    phases = {"schedule": 0.0, "execute (stage, copy, replay launch)": 0.0,
+              "sample (GPU wait + argmax + sync)": 0.0, "update + postprocess": 0.0}
+    keys = list(phases)
+    for _ in range(a.steps):
+        t = [time.perf_counter()]
+        batch = engine.scheduler.schedule()
+        t.append(time.perf_counter())
+        out = engine.runner.execute(batch)
+        t.append(time.perf_counter())
+        accepted = engine._sample(batch, out.logits, out.rows)
+        t.append(time.perf_counter())
+        engine.scheduler.update(batch, accepted)
+        engine._postprocess(batch, accepted)
+        t.append(time.perf_counter())
+        for i, k in enumerate(keys):
+            phases[k] += (t[i + 1] - t[i]) / a.steps
+    engine.abort(rid)
+    print(f"engine step {1e6 * step:.1f} us ({1 / step:.1f} tok/s); graph replay alone "
+          f"{1e6 * replay:.1f} us ({1 / replay:.1f} tok/s); host gap {1e6 * (step - replay):.1f} us")
+    for k, v in phases.items():
+        print(f"  {k}: {1e6 * v:.1f} us")
+
+
+if __name__ == "__main__":
+    main()
