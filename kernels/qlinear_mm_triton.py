@@ -314,23 +314,26 @@ BIG_SMEM = 160 * 1024  # shared memory per block (H100/H200: 227 KB; RTX 30xx/40
 
 
 def mm_config(fmt: str, n: int, k: int, t: int, num_sms: int, smem: int = BIG_SMEM) -> MMConfig:
-    """Heuristic from the H200 sweep (scripts/probe_qmm.py, weights from memory, CUDA-graph
-    timing; benchmarks/probe_qmm_session4.jsonl): one M block covers the rows up to 64 (every
-    weight tile is decoded once), 64-row blocks above (100 rows, 28672x4096 Q4_K: 213 us vs
-    239 us with one 128-row block; the M blocks of a weight tile run side by side, so it is
-    read from memory once); 64 weight rows x 256 K per step as the
-    MMA's A operand (swap), 4 warps, a 3-stage pipeline; 128 rows for very tall matrices at
-    32+ rows where shared memory allows (28672x4096 Q4_K, 32 rows: 55 vs 70 us); split K until
-    the grid has 1.5 programs per SM."""
+    """Heuristic from the H200 sweeps (scripts/probe_qmm.py, weights from memory, CUDA-graph
+    timing; benchmarks/probe_qmm_session4.jsonl, probe_qmm_t128.jsonl). Up to 64 rows: one M
+    block covers them all (every weight tile is decoded once), 64 weight rows x 256 K per step
+    as the MMA's A operand (swap), 4 warps, a 3-stage pipeline; 128 weight rows for very tall
+    matrices at 32+ rows where shared memory allows (28672x4096 Q4_K, 32 rows: 55 vs 70 us);
+    split K until the grid has 1.5 programs per SM. 65..128 rows (batched decode of many
+    streams, the prefill graph of a short turn after a cached prefix): one 128-row block and
+    two warpgroups, split K only up to one program per SM (128 rows, Q4_K: 28672x4096 120 vs
+    208 us with two 64-row blocks of 4 warps, 6144x4096 40 vs 83 us, 4096x14336 74 vs 143 us)."""
     groups = k // 32
-    bm = min(max(16, triton.next_power_of_2(t)), 64)
+    big = t > 64
+    bm = 128 if big else max(16, triton.next_power_of_2(t))
     ng = _largest_ng(8, groups)
     bn = 128 if n >= 16384 and bm >= 32 and smem >= BIG_SMEM else 64
-    ctas = triton.cdiv(n, bn)  # M blocks of a weight tile share its reads (L2), not its work
+    ctas = triton.cdiv(n, bn)
     split = 1
-    while 2 * ctas * split < 3 * num_sms and groups // (ng * split * 2) >= 2:
+    while (ctas * split * 2 <= num_sms if big else 2 * ctas * split < 3 * num_sms) and \
+            groups // (ng * split * 2) >= 2:
         split *= 2
-    return MMConfig(bm, bn, ng, split, warps=4, stages=3, swap=True)
+    return MMConfig(bm, bn, ng, split, warps=8 if big else 4, stages=3, swap=True)
 
 
 def _smaller(cfg: MMConfig) -> MMConfig | None:

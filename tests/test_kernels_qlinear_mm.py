@@ -18,6 +18,7 @@ CONFIGS = [
     mm.MMConfig(32, 16, 8, split=3, swap=True),
     mm.MMConfig(16, 64, 16, split=2, warps=8, stages=2),
     mm.MMConfig(64, 128, 8, warps=8, swap=True, stages=4),
+    mm.MMConfig(128, 64, 8, split=2, warps=8, swap=True),  # the 65..128-row heuristic's shape
 ]
 
 
@@ -42,7 +43,9 @@ def test_qmm_heuristic_shapes() -> None:
     assert small.bm == 16 and small.split > 1  # 8 row blocks: split K to fill the SMs
     big = mm.mm_config("q4_k", 28672, 4096, 32, sms)
     assert big.bm == 32 and big.swap and big.split <= 2
-    assert mm.mm_config("q6_k", 4096, 4096, 100, sms).bm == 64  # two M blocks
+    c100 = mm.mm_config("q6_k", 4096, 4096, 100, sms)  # one 128-row block, two warpgroups
+    assert (c100.bm, c100.warps, c100.split) == (128, 8, 2)  # 64 programs x 2 <= 132 SMs
+    assert mm.mm_config("q4_k", 6144, 4096, 128, sms).split == 1  # 96 programs
     assert mm.mm_config("q8_0", 64, 96, 2, sms).ng == 1  # K = 3 groups: one group per step
     assert big.bn == 128 and mm.mm_config("q4_k", 28672, 4096, 32, 82, smem=99 * 1024).bn == 64
 
@@ -76,7 +79,7 @@ def test_qmm_shrinks_configs_that_do_not_fit(monkeypatch) -> None:
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("qtype", list(KERNEL_QTYPES), ids=lambda q: q.name)
-@pytest.mark.parametrize("t", [2, 8, 32, 64, 128])
+@pytest.mark.parametrize("t", [2, 8, 32, 64, 100, 128])
 def test_gpu_qmm_matches_reference(qtype: QT, t: int) -> None:
     if not torch.cuda.is_available():
         pytest.skip("needs CUDA")
