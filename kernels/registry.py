@@ -27,6 +27,7 @@ _REFERENCE_MODULES = (
     "localllm.kernels.rope_kv",
     "localllm.kernels.attention",
     "localllm.kernels.qlinear",
+    "localllm.kernels.argmax",
 )
 _TRITON_MODULES = (
     "localllm.kernels.norm_triton",
@@ -34,6 +35,7 @@ _TRITON_MODULES = (
     "localllm.kernels.rope_kv_triton",
     "localllm.kernels.attention_triton",
     "localllm.kernels.qlinear_triton",
+    "localllm.kernels.argmax_triton",
 )
 
 _IMPLS: dict[str, dict[str, Callable[..., Any]]] = {}

@@ -120,7 +120,7 @@ class LLMEngine:
             return events
         t0 = time.perf_counter()
         out = self.runner.execute(batch)
-        accepted = self._sample(batch, out.logits, out.rows)
+        accepted = self._sample(batch, out.logits, out.rows, out.greedy)
         self.scheduler.update(batch, accepted)
         self.stats.record_step(time.perf_counter() - t0)
         self.stats.preemptions = self.scheduler.num_preemptions
@@ -136,13 +136,21 @@ class LLMEngine:
         text = "" if st.stop.stopped else st.stop.feed(st.detok.flush())[0] + st.stop.flush()
         return self._final_event(st, seq.finish_reason or "length", text)
 
-    def _sample(self, batch: ScheduledBatch, logits: torch.Tensor,
-                rows: list[tuple[int, int]]) -> dict[int, list[int]]:
+    def _sample(self, batch: ScheduledBatch, logits: torch.Tensor, rows: list[tuple[int, int]],
+                greedy: torch.Tensor | None = None) -> dict[int, list[int]]:
+        """greedy: the argmax of every logits row, computed on the device (CUDA graphs); plain
+        greedy rows then read their ids from it (one small copy) instead of sampling."""
         accepted: dict[int, list[int]] = {it.seq.seq_id: [] for it in batch.items}
         sample_items = [(it, r0) for it, (r0, k) in zip(batch.items, rows) if k]
         if not sample_items:
             return accepted
         srows = [self._sampling_row(it.seq) for it, _ in sample_items]
+        plain = lambda p: p.greedy and not p.needs_penalties and p.logprobs is None  # noqa: E731
+        if greedy is not None and all(plain(r.params) for r in srows):
+            ids = greedy.tolist()
+            for it, r0 in sample_items:
+                accepted[it.seq.seq_id] = [ids[r0]]
+            return accepted
         index = torch.tensor([r0 for _, r0 in sample_items], device=logits.device)
         res = self.sampler.sample(logits.index_select(0, index), srows)
         for j, (it, _) in enumerate(sample_items):

@@ -38,6 +38,7 @@ CPU_DENSE_BUDGET = 4 << 30  # dequantize weights once on CPU when they fit in th
 class StepOutput:
     logits: torch.Tensor  # [S, vocab] float32
     rows: list[tuple[int, int]]  # per batch item: (first logits row, number of rows); (0, 0) if none
+    greedy: torch.Tensor | None = None  # int64 [S]: argmax of each logits row (CUDA graphs)
 
 
 class ModelRunner:
@@ -204,8 +205,8 @@ class ModelRunner:
         graphs = self.graphs
         plan = graphs.plan(batch) if graphs is not None else None
         if graphs is not None and plan is not None:
-            logits, rows = graphs.run(batch, plan)
-            return StepOutput(logits, rows)
+            logits, greedy, rows = graphs.run(batch, plan)
+            return StepOutput(logits, rows, greedy)
         fb, rows = self.prepare(batch)
         hidden = self.model.forward(fb, self.kv)
         if hidden.shape[0] == 0:

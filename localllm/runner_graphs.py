@@ -16,8 +16,10 @@ Padding rows write no KV (slot -1) and padding sequences have length 0.
 from __future__ import annotations
 
 import logging
+import math
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 
 from localllm.model.batch import ForwardBatch
@@ -54,18 +56,28 @@ class GraphRunner:
         dev, mb = runner.device, runner.max_blocks_per_seq
         M = max_batch + 1  # sequences
         T = max(max_batch + mixed_chunk, PREFILL_GRAPH_TOKENS)  # tokens
-        self.ids = torch.zeros(T, dtype=torch.int64, device=dev)  # [T]
-        self.pos = torch.zeros(T, dtype=torch.int64, device=dev)
-        self.slots = torch.full((T,), -1, dtype=torch.int64, device=dev)
-        self.seq_lens = torch.zeros(M, dtype=torch.int32, device=dev)  # [M]
-        self.tables = torch.zeros((M, mb), dtype=torch.int32, device=dev)  # [M, max_blocks]
-        self.cu = torch.zeros(M + 1, dtype=torch.int32, device=dev)  # [M + 1]
-        self.rows = torch.zeros(M, dtype=torch.int64, device=dev)  # logits rows
-        # pinned host staging, one copy per step: ids | pos | slots | seq_lens | cu | rows | tables
-        self.sizes = (T, T, T, M, M + 1, M, M * mb)
-        self.host = torch.zeros(sum(self.sizes), dtype=torch.int64).pin_memory()
+        # The graphs' inputs are views of one device buffer; a pinned host buffer of the same
+        # layout is staged and its used prefix (block tables last: only the step's rows) goes
+        # over in one copy per step.
+        fields = (("ids", torch.int64, (T,)), ("pos", torch.int64, (T,)),
+                  ("slots", torch.int64, (T,)), ("rows", torch.int64, (M,)),  # logits rows
+                  ("seq_lens", torch.int32, (M,)), ("cu", torch.int32, (M + 1,)),
+                  ("tables", torch.int32, (M, mb)))  # fmt: skip
+        offsets, size = [], 0
+        for _, dtype, shape in fields:
+            offsets.append(size)
+            size += -(-math.prod(shape) * dtype.itemsize // 8) * 8  # 8-byte aligned fields
+        self.host_bytes = torch.zeros(size, dtype=torch.uint8).pin_memory()
+        self.dev_bytes = torch.zeros(size, dtype=torch.uint8, device=dev)
+        self.host_np = {}
+        for (name, dtype, shape), off in zip(fields, offsets):
+            n = math.prod(shape) * dtype.itemsize
+            setattr(self, name, self.dev_bytes[off : off + n].view(dtype).view(shape))
+            self.host_np[name] = self.host_bytes[off : off + n].view(dtype).view(shape).numpy()
+        self.tables_offset, self.table_bytes = offsets[-1], mb * 4
         self.graphs: dict[tuple[int, int], torch.cuda.CUDAGraph] = {}  # (b, chunk) -> graph
         self.logits: dict[tuple[int, int], torch.Tensor] = {}
+        self.greedy: dict[tuple[int, int], torch.Tensor] = {}  # argmax of each logits row
         self.replays = {"decode": 0, "mixed": 0, "prefill": 0}
         self.enabled = True
         try:
@@ -75,6 +87,7 @@ class GraphRunner:
             self.enabled = False
             self.graphs.clear()
             self.logits.clear()
+            self.greedy.clear()
 
     # ---- capture ------------------------------------------------------------------------
     def _fb(self, b: int, c: int) -> ForwardBatch:
@@ -103,11 +116,12 @@ class GraphRunner:
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream), torch.inference_mode():
             for _ in range(2):  # warm up: Triton compiles outside the capture
-                model.logits(model.forward(fb, kv))
+                model.ops.argmax(model.logits(model.forward(fb, kv)))
         torch.cuda.current_stream().wait_stream(stream)
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g, pool=pool), torch.inference_mode():
             self.logits[b, c] = model.logits(model.forward(fb, kv))
+            self.greedy[b, c] = model.ops.argmax(self.logits[b, c])
         self.graphs[b, c] = g
 
     def _capture_all(self) -> None:
@@ -118,6 +132,8 @@ class GraphRunner:
         except torch.cuda.OutOfMemoryError:
             log.warning("no memory for the prefill CUDA graph; short prefills run eagerly")
             self.graphs.pop((0, PREFILL_GRAPH_TOKENS), None)
+            self.logits.pop((0, PREFILL_GRAPH_TOKENS), None)
+            self.greedy.pop((0, PREFILL_GRAPH_TOKENS), None)
             torch.cuda.empty_cache()
         plan = [(b, 0) for b in self.buckets] + [(b, self.mixed_chunk) for b in self.mixed_buckets]
         for b, c in sorted(plan, key=lambda bc: -(bc[0] + bc[1])):
@@ -152,17 +168,18 @@ class GraphRunner:
             return None
         return (key[0], key[1]), decodes, chunk
 
-    def _stage(self, decodes: list[ScheduledSeq], chunk: ScheduledSeq | None, b: int, c: int) -> None:
-        bs, mb = self.runner.block_size, self.runner.max_blocks_per_seq
-        h = self.host.numpy()
-        h[:] = 0
-        parts, off = [], 0
-        for n in self.sizes:
-            parts.append(h[off : off + n])
-            off += n
-        ids, pos, slots, lens, cu, rows, tables = parts
-        tables = tables.reshape(-1, mb)
-        slots[:] = -1
+    def _stage(self, decodes: list[ScheduledSeq], chunk: ScheduledSeq | None, b: int, c: int) -> int:
+        """Fill the host buffer for graph (b, c); returns how many bytes of it to copy."""
+        bs = self.runner.block_size
+        h = self.host_np
+        n_seq = b + (1 if chunk is not None else 0)
+        ids, pos, slots, rows = h["ids"], h["pos"], h["slots"], h["rows"]
+        lens, cu, tables = h["seq_lens"], h["cu"], h["tables"][:n_seq]
+        ids[: b + c] = 0
+        pos[: b + c] = 0
+        slots[: b + c] = -1
+        lens[:n_seq] = 0
+        tables[:] = 0
         for i, it in enumerate(decodes):
             seq, p = it.seq, it.start
             ids[i], pos[i], lens[i] = seq.token_ids[p], p, p + 1
@@ -174,28 +191,25 @@ class GraphRunner:
             seq, p, n = chunk.seq, chunk.start, chunk.num_tokens
             r0 = b + c - n  # left padding
             ids[r0 : b + c] = seq.token_ids[p : p + n]
-            for j in range(n):
-                q = p + j
-                pos[r0 + j] = q
-                slots[r0 + j] = seq.block_table[q // bs] * bs + q % bs
+            q = np.arange(p, p + n)
+            pos[r0 : b + c] = q
+            slots[r0 : b + c] = np.asarray(seq.block_table, dtype=np.int64)[q // bs] * bs + q % bs
             lens[b] = p + n
             tables[b, : len(seq.block_table)] = seq.block_table
             cu[b + 1] = b + c
             rows[b] = b + c - 1
+        return self.tables_offset + n_seq * self.table_bytes
 
-    def run(self, batch: ScheduledBatch, plan: ReplayPlan) -> tuple[torch.Tensor, list[tuple[int, int]]]:
-        """Replay the graph `plan` (from `plan(batch)`) chose for batch."""
+    def run(self, batch: ScheduledBatch, plan: ReplayPlan
+            ) -> tuple[torch.Tensor, torch.Tensor, list[tuple[int, int]]]:
+        """Replay the graph `plan` (from `plan(batch)`) chose for batch: (logits [S, V], their
+        argmax [S], each item's (first row, rows))."""
         (b, c), decodes, chunk = plan
-        self._stage(decodes, chunk, b, c)
-        staged = self.host.to(self.runner.device, non_blocking=True)
-        off = 0
-        for buf, n in zip((self.ids, self.pos, self.slots, self.seq_lens, self.cu, self.rows, self.tables), self.sizes):
-            buf.view(-1).copy_(staged[off : off + n])
-            off += n
+        n = self._stage(decodes, chunk, b, c)
+        self.dev_bytes[:n].copy_(self.host_bytes[:n], non_blocking=True)
         self.graphs[b, c].replay()
         self.replays["decode" if not c else "mixed" if b else "prefill"] += 1
         row_of = {id(it): (i, 1) for i, it in enumerate(decodes)}
         if chunk is not None:
             row_of[id(chunk)] = (b, 1) if chunk.needs_logits else (0, 0)
-        logits = self.logits[b, c]
-        return logits, [row_of[id(it)] for it in batch.items]
+        return self.logits[b, c], self.greedy[b, c], [row_of[id(it)] for it in batch.items]
