@@ -174,31 +174,16 @@ def _word_dot(FMT: tl.constexpr, acc, wd, e, xl, xh, EMU: tl.constexpr):
 
 
 @triton.jit
-def _dp4a_kernel(
-    xq_ptr, xs_ptr, out_ptr, bias_ptr, p0, p1, p2, p3, p4,
-    N, G, per_split, stride_xw, stride_xs, stride_om,
-    FMT: tl.constexpr, BN: tl.constexpr, NG: tl.constexpr, ATOMIC: tl.constexpr,
-    HAS_BIAS: tl.constexpr, EMU: tl.constexpr,
-):  # fmt: skip
-    """out [T, N] (+)= dequant(xq, xs) [T, K] @ W^T: program (n, m, k) owns weight rows
-    [n BN, n BN + BN), activation row m and groups [k per_split, (k + 1) per_split) (groups
-    of the weight layout: 32 elements, 16 for Q8_0)."""
-    pid_n = tl.program_id(0)
-    pid_m = tl.program_id(1)
-    pid_k = tl.program_id(2)
-    offs_n = pid_n * BN + tl.arange(0, BN)  # [BN]
-    mask_n = offs_n < N
-    rows = (offs_n % N).to(tl.int64)  # clamped: unmasked weight loads
-    xw = xq_ptr.to(tl.pointer_type(tl.int32)) + pid_m.to(tl.int64) * stride_xw
-    xs = xs_ptr + pid_m.to(tl.int64) * stride_xs
+def _dp4a_dot(xw, xs, p0, p1, p2, p3, p4, rows, G, g_lo, g_hi, FMT: tl.constexpr,
+              BN: tl.constexpr, NG: tl.constexpr, EMU: tl.constexpr):  # fmt: skip
+    """fp32 [BN]: weight rows `rows` [BN] (int64) dotted with the int8 activations (xw: the
+    row's int32 words, xs: its group stats) over groups [g_lo, g_hi)."""
     acc = tl.zeros([NG, BN], dtype=tl.float32)  # per-group partials, summed at the end
-    g_lo = pid_k * per_split
-    g_hi = tl.minimum(g_lo + per_split, G)
     n_steps = tl.cdiv(tl.maximum(g_hi - g_lo, 0), NG)
     # the loads of step i + 1 are in flight while step i computes
     g = g_lo + tl.arange(0, NG)  # [NG]
     w, e, s0, m0, s1, m1 = _load_step(FMT, p0, p1, p2, p3, p4, rows, g, g < g_hi, G)
-    for i in range(n_steps):
+    for _ in range(n_steps):
         gn = g + NG
         nw, ne, ns0, nm0, ns1, nm1 = _load_step(FMT, p0, p1, p2, p3, p4, rows, gn, gn < g_hi, G)
         gmask = g < g_hi
@@ -218,9 +203,83 @@ def _dp4a_kernel(
                 acc += s0 * dx * si.to(tl.float32) - m0 * x_all
         w, e, s0, m0, s1, m1 = nw, ne, ns0, nm0, ns1, nm1
         g = gn
+    return tl.sum(acc, axis=0)
+
+
+@triton.jit
+def _dp4a_kernel(
+    xq_ptr, xs_ptr, out_ptr, bias_ptr, p0, p1, p2, p3, p4,
+    N, G, per_split, stride_xw, stride_xs, stride_om,
+    FMT: tl.constexpr, BN: tl.constexpr, NG: tl.constexpr, ATOMIC: tl.constexpr,
+    HAS_BIAS: tl.constexpr, EMU: tl.constexpr,
+):  # fmt: skip
+    """out [T, N] (+)= dequant(xq, xs) [T, K] @ W^T: program (n, m, k) owns weight rows
+    [n BN, n BN + BN), activation row m and groups [k per_split, (k + 1) per_split) (groups
+    of the weight layout: 32 elements, 16 for Q8_0)."""
+    pid_n = tl.program_id(0)
+    pid_m = tl.program_id(1)
+    pid_k = tl.program_id(2)
+    offs_n = pid_n * BN + tl.arange(0, BN)  # [BN]
+    mask_n = offs_n < N
+    rows = (offs_n % N).to(tl.int64)  # clamped: unmasked weight loads
+    xw = xq_ptr.to(tl.pointer_type(tl.int32)) + pid_m.to(tl.int64) * stride_xw
+    xs = xs_ptr + pid_m.to(tl.int64) * stride_xs
+    g_lo = pid_k * per_split
+    g_hi = tl.minimum(g_lo + per_split, G)
+    res = _dp4a_dot(xw, xs, p0, p1, p2, p3, p4, rows, G, g_lo, g_hi, FMT, BN, NG, EMU)
     optrs = out_ptr + pid_m.to(tl.int64) * stride_om + offs_n
-    _write_out(tl.sum(acc, axis=0), optrs, mask_n, bias_ptr, offs_n, mask_n, pid_k, HAS_BIAS,
-               ATOMIC)  # fmt: skip
+    _write_out(res, optrs, mask_n, bias_ptr, offs_n, mask_n, pid_k, HAS_BIAS, ATOMIC)
+
+
+@triton.jit
+def _dp4a_rope_kernel(
+    xq_ptr, xs_ptr, out_ptr, bias_ptr, p0, p1, p2, p3, p4, POS, CS, SLOT, KC, VC,
+    G, stride_xw, stride_xs, stride_om, stride_cs, stride_cb, stride_ch, stride_ct,
+    head0, n_q_heads, n_kv_heads,
+    FMT: tl.constexpr, NG: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_SIZE: tl.constexpr,
+    INTERLEAVED: tl.constexpr, HAS_BIAS: tl.constexpr, EMU: tl.constexpr,
+):  # fmt: skip
+    """The QKV projection of decode tokens with RoPE and the KV store in its epilogue (float
+    caches). This weight's rows are heads head0, head0 + 1, .. of the q | k | v output;
+    program (j, t) computes the two rows of RoPE pair j (of its head: (2i, 2i + 1) interleaved,
+    (i, i + D/2) neox) for token t, rounds them to the output dtype, rotates q and k heads as
+    rope_store_kv does, writes the pair to out [T, N] and k / v pairs to the cache slot."""
+    HALF: tl.constexpr = HEAD_DIM // 2
+    j = tl.program_id(0)
+    t = tl.program_id(1).to(tl.int64)
+    hl = j // HALF  # head within this weight
+    i = j % HALF
+    two = tl.arange(0, 2)
+    if INTERLEAVED:
+        o = 2 * i + two
+    else:
+        o = i + HALF * two
+    rows = (hl * HEAD_DIM + o).to(tl.int64)  # [2]
+    xw = xq_ptr.to(tl.pointer_type(tl.int32)) + t * stride_xw
+    res = _dp4a_dot(xw, xs_ptr + t * stride_xs, p0, p1, p2, p3, p4, rows, G, 0, G, FMT, 2, NG,
+                    EMU)  # fmt: skip
+    if HAS_BIAS:
+        res += tl.load(bias_ptr + rows).to(tl.float32)
+    res = res.to(out_ptr.dtype.element_ty).to(tl.float32)  # what an unfused GEMV would store
+    h = head0 + hl
+    pos = tl.load(POS + t).to(tl.int64)
+    c = tl.load(CS + pos * stride_cs + i)
+    s = tl.load(CS + pos * stride_cs + HALF + i)
+    x0 = tl.sum(tl.where(two == 0, res, 0.0), axis=0)
+    x1 = tl.sum(tl.where(two == 1, res, 0.0), axis=0)
+    rot = tl.where(two == 0, x0 * c - x1 * s, x0 * s + x1 * c)
+    val = tl.where(h < n_q_heads + n_kv_heads, rot, res).to(out_ptr.dtype.element_ty)
+    tl.store(out_ptr + t * stride_om + rows, val)
+    slot = tl.load(SLOT + t + two * 0).to(tl.int64)  # [2]: scalar masks trip the interpreter
+    h = h + two * 0
+    is_k = (h >= n_q_heads) & (h < n_q_heads + n_kv_heads)
+    is_v = h >= n_q_heads + n_kv_heads
+    kvh = tl.where(is_k, h - n_q_heads, h - n_q_heads - n_kv_heads)
+    base = (tl.maximum(slot, 0) // BLOCK_SIZE) * stride_cb + kvh * stride_ch
+    base += (tl.maximum(slot, 0) % BLOCK_SIZE) * stride_ct
+    ok = slot >= 0  # padding rows of a graph (slot -1) store nothing
+    tl.store(KC + base + o, val.to(KC.dtype.element_ty), mask=ok & is_k)
+    tl.store(VC + base + o, val.to(VC.dtype.element_ty), mask=ok & is_v)
 
 
 @dataclass(frozen=True)
@@ -277,3 +336,37 @@ def dp4a_launch(
         EMU=os.environ.get("TRITON_INTERPRET") == "1", num_warps=cfg.warps, num_stages=1,
     )  # fmt: skip
     return out if split == 1 else out.to(out_dtype)
+
+
+def dp4a_rope_launch(
+    xq: torch.Tensor,  # int8 [T, K] (quant_act, layout ACT_LAYOUT[fmt])
+    xs: torch.Tensor,  # fp32 [T, K / 32, 4]
+    planes: list[torch.Tensor],
+    fmt: str,
+    n: int,  # rows of this weight: whole heads
+    bias: torch.Tensor | None,  # [n]
+    out: torch.Tensor,  # [T, n] view (unit column stride) of the q | k | v output
+    head0: int,  # the first head of this weight in q | k | v
+    n_q_heads: int, n_kv_heads: int, head_dim: int,
+    positions: torch.Tensor,  # int [T]
+    cos_sin: torch.Tensor,  # fp32 [max_pos, head_dim]: cos | sin halves
+    interleaved: bool,
+    k_cache: torch.Tensor, v_cache: torch.Tensor,  # [blocks, Hkv, block_size, D], float
+    slot_mapping: torch.Tensor,  # int [T], -1 = store nothing
+) -> None:
+    """The dp4a GEMV of one QKV weight with RoPE and the paged KV store in its epilogue."""
+    t, k = xq.shape
+    if k % MIN_K[fmt] or n % head_dim or head_dim % 2 or out.stride(-1) != 1:
+        raise ValueError(f"dp4a_rope: K={k}, N={n}, head_dim={head_dim} do not fit")
+    if t == 0:
+        return
+    groups = k // (16 if fmt == "q8_0" else 32)
+    ps = list(planes) + [planes[0]] * (5 - len(planes))
+    _dp4a_rope_kernel[(n // 2, t)](
+        xq, xs, out, bias if bias is not None else out, *ps, positions, cos_sin, slot_mapping,
+        k_cache, v_cache, groups, k // 4, xs.stride(0), out.stride(0), cos_sin.stride(0),
+        *k_cache.stride()[:3], head0, n_q_heads, n_kv_heads,
+        FMT=FMT_CODES[fmt], NG=min(64, triton.next_power_of_2(groups)), HEAD_DIM=head_dim,
+        BLOCK_SIZE=k_cache.shape[2], INTERLEAVED=bool(interleaved), HAS_BIAS=bias is not None,
+        EMU=os.environ.get("TRITON_INTERPRET") == "1", num_warps=2, num_stages=1,
+    )  # fmt: skip

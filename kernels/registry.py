@@ -28,6 +28,7 @@ _REFERENCE_MODULES = (
     "localllm.kernels.attention",
     "localllm.kernels.qlinear",
     "localllm.kernels.argmax",
+    "localllm.kernels.qkv_rope",
 )
 _TRITON_MODULES = (
     "localllm.kernels.norm_triton",
@@ -36,6 +37,7 @@ _TRITON_MODULES = (
     "localllm.kernels.attention_triton",
     "localllm.kernels.qlinear_triton",
     "localllm.kernels.argmax_triton",
+    "localllm.kernels.qkv_rope_triton",
 )
 
 _IMPLS: dict[str, dict[str, Callable[..., Any]]] = {}

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from localllm.config import ModelConfig
+from localllm.kernels.qkv_rope import Heads
 from localllm.kernels.qlinear import QuantWeight
 from localllm.kernels.quant_act import QAct, int8_layout
 from localllm.kernels.registry import Ops
@@ -52,6 +53,7 @@ class LlamaModel:
         self.ops = ops
         self.cos_sin = cos_sin  # [max_pos, head_dim]
         self.scale = cfg.head_dim ** -0.5
+        self.heads = Heads(cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.rope_style == "interleaved")
         self.int8_act = int8_act
         self.act = [_ActLayouts.of(layer) if int8_act else _ActLayouts() for layer in weights.layers]
         self.lm_head_int8 = int8_act and int8_layout([weights.lm_head.fmt]) is not None
@@ -60,17 +62,22 @@ class LlamaModel:
                    kv: KVCache) -> torch.Tensor:
         cfg, ops = self.cfg, self.ops
         T = x.shape[0]
-        qkv = _linear(ops, x, layer.wqkv, layer.bqkv)  # [T, q + 2 kv]
-        q = qkv[:, : cfg.q_size].view(T, cfg.n_heads, cfg.head_dim)
-        k = qkv[:, cfg.q_size : cfg.q_size + cfg.kv_size].view(T, cfg.n_kv_heads, cfg.head_dim)
-        v = qkv[:, cfg.q_size + cfg.kv_size :].view(T, cfg.n_kv_heads, cfg.head_dim)
-        if layer.q_norm is not None:
+        if layer.q_norm is None:  # one op: projection, RoPE and KV store (fused for decode)
+            qkv = ops.qkv_rope_store(x, layer.wqkv, layer.bqkv, self.heads, fb.positions,
+                                     self.cos_sin, kv.k[i], kv.v[i], kv.k_scale[i], kv.v_scale[i],
+                                     fb.slot_mapping)  # [T, q + 2 kv]  # fmt: skip
+            q = qkv[:, : cfg.q_size].view(T, cfg.n_heads, cfg.head_dim)
+        else:
+            qkv = _linear(ops, x, layer.wqkv, layer.bqkv)  # [T, q + 2 kv]
+            q = qkv[:, : cfg.q_size].view(T, cfg.n_heads, cfg.head_dim)
+            k = qkv[:, cfg.q_size : cfg.q_size + cfg.kv_size].view(T, cfg.n_kv_heads, cfg.head_dim)
+            v = qkv[:, cfg.q_size + cfg.kv_size :].view(T, cfg.n_kv_heads, cfg.head_dim)
             q = ops.rms_norm(q.reshape(-1, cfg.head_dim), layer.q_norm, cfg.rms_eps).view(q.shape)
             k = ops.rms_norm(k.reshape(-1, cfg.head_dim), layer.k_norm, cfg.rms_eps).view(k.shape)
-        ops.rope_store_kv(
-            q, k, v, fb.positions, self.cos_sin, cfg.rope_style == "interleaved",
-            kv.k[i], kv.v[i], kv.k_scale[i], kv.v_scale[i], fb.slot_mapping,
-        )
+            ops.rope_store_kv(
+                q, k, v, fb.positions, self.cos_sin, cfg.rope_style == "interleaved",
+                kv.k[i], kv.v[i], kv.k_scale[i], kv.v_scale[i], fb.slot_mapping,
+            )
         o = ops.paged_attention(
             q, kv.k[i], kv.v[i], kv.k_scale[i], kv.v_scale[i], fb.block_tables, fb.cu_seqlens_q,
             fb.seq_lens, fb.max_q_len, fb.max_seq_len, self.scale, quant=self.act[i].o,

@@ -1,0 +1,54 @@
+"""Triton QKV + RoPE + KV store (contract: `qkv_rope`). A decode token with int8 activations
+and a float KV cache takes one dp4a launch per QKV weight with RoPE and the store in its
+epilogue: no RoPE kernel and no concatenation of differently quantized q+k / v outputs
+(Q4_K_M's Q6_K v layers). Anything else composes the Triton qlinear and rope_store_kv."""
+
+from __future__ import annotations
+
+import torch
+
+from localllm.kernels.qkv_rope import Heads, compose
+from localllm.kernels.qlinear import QuantWeight
+from localllm.kernels.qlinear_dp4a_triton import MIN_K, dp4a_rope_launch
+from localllm.kernels.qlinear_mm_triton import PLANES
+from localllm.kernels.qlinear_triton import qlinear_triton
+from localllm.kernels.quant_act import ACT_LAYOUT, QAct
+from localllm.kernels.quant_act_triton import fill_lazily
+from localllm.kernels.registry import register
+from localllm.kernels.rope_kv_triton import rope_store_kv as rope_store_kv_triton
+
+
+def fusable(x: torch.Tensor | QAct, ws: list[QuantWeight], heads: Heads, cos_sin: torch.Tensor,
+            k_cache: torch.Tensor, v_cache: torch.Tensor) -> bool:  # fmt: skip
+    return (isinstance(x, QAct) and x.shape[0] == 1
+            and all(w.fmt in ACT_LAYOUT and w.k % MIN_K[w.fmt] == 0 for w in ws)
+            and all(w.n % heads.dim == 0 for w in ws) and heads.dim % 2 == 0
+            and k_cache.dtype in (torch.float16, torch.bfloat16, torch.float32)
+            and k_cache.dtype == v_cache.dtype and k_cache.stride() == v_cache.stride()
+            and k_cache.stride(-1) == 1 and cos_sin.dtype == torch.float32
+            and cos_sin.stride(-1) == 1)  # fmt: skip
+
+
+@register("qkv_rope_store", "triton")
+def qkv_rope_store(x: torch.Tensor | QAct, ws: list[QuantWeight], bias: torch.Tensor | None,
+                   heads: Heads, positions: torch.Tensor, cos_sin: torch.Tensor,
+                   k_cache: torch.Tensor, v_cache: torch.Tensor, k_scale: torch.Tensor | None,
+                   v_scale: torch.Tensor | None, slot_mapping: torch.Tensor) -> torch.Tensor:  # fmt: skip
+    if not fusable(x, ws, heads, cos_sin, k_cache, v_cache):
+        return compose(qlinear_triton, rope_store_kv_triton, x, ws, bias, heads, positions,
+                       cos_sin, k_cache, v_cache, k_scale, v_scale, slot_mapping)  # fmt: skip
+    t = x.shape[0]
+    total = sum(w.n for w in ws)
+    if total != (heads.n_q + 2 * heads.n_kv) * heads.dim:
+        raise ValueError(f"qkv_rope_store: weights give {total} rows for {heads}")
+    out = torch.empty((t, total), dtype=x.x.dtype, device=x.x.device)  # [T, (Hq + 2 Hkv) D]
+    n0 = 0
+    for w in ws:
+        xq, xs = fill_lazily(x, ACT_LAYOUT[w.fmt])
+        b = bias[n0 : n0 + w.n] if bias is not None else None
+        dp4a_rope_launch(xq, xs, [w.tensors[p] for p in PLANES[w.fmt]], w.fmt, w.n, b,
+                         out[:, n0 : n0 + w.n], n0 // heads.dim, heads.n_q, heads.n_kv,
+                         heads.dim, positions, cos_sin, heads.interleaved, k_cache, v_cache,
+                         slot_mapping)  # fmt: skip
+        n0 += w.n
+    return out

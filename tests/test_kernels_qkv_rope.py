@@ -1,0 +1,116 @@
+"""QKV projection + RoPE + KV store as one op: the fused dp4a epilogue (decode token, int8
+activations, float cache) against the same Triton ops run separately, and the reference op
+against its definition. Mixed formats (Q4_K q+k beside a Q6_K v, as in Q4_K_M files), both
+RoPE styles, bias, a padding row (slot -1). CPU: interpreter, small heads; GPU: 8B heads."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from gguf import GGMLQuantizationType as QT
+from test_kernels_qlinear import random_raw
+
+from localllm.kernels.qkv_rope import Heads, compose
+from localllm.kernels.qlinear import pack_weight, qlinear_ref
+from localllm.kernels.quant_act import QAct
+from localllm.kernels.registry import Ops
+from localllm.kernels.rope_kv import rope_store_kv as rope_ref
+
+pytest.importorskip("triton")
+from localllm.kernels import qkv_rope_triton as fused  # noqa: E402
+from localllm.kernels.qlinear_triton import qlinear_triton  # noqa: E402
+from localllm.kernels.rope_kv_triton import rope_store_kv as rope_triton  # noqa: E402
+
+DEV = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _case(heads: Heads, qtypes: list[QT], k: int, bias: bool, seed: int):
+    dt = torch.float16 if DEV == "cuda" else torch.float32
+    g = torch.Generator().manual_seed(seed)
+    d = heads.dim
+    sizes = [(heads.n_q + heads.n_kv) * d, heads.n_kv * d] if len(qtypes) == 2 else \
+        [(heads.n_q + 2 * heads.n_kv) * d]
+    ws = [pack_weight(random_raw(q, n, k, seed=seed + i, scale=0.002), DEV)
+          for i, (q, n) in enumerate(zip(qtypes, sizes))]
+    b = (torch.randn(sum(sizes), generator=g) * 0.1).to(DEV, dt) if bias else None
+    x = torch.randn(1, k, generator=g).to(DEV, dt)
+    pos = torch.tensor([37], device=DEV)
+    ang = torch.arange(64, dtype=torch.float64)[:, None] / (100.0 ** (torch.arange(d // 2) / (d // 2)))
+    cs = torch.cat([ang.cos(), ang.sin()], -1).float().to(DEV)
+    cache = lambda: torch.zeros(4, heads.n_kv, 16, d, dtype=dt, device=DEV)  # noqa: E731
+    return ws, b, x, pos, cs, cache
+
+
+
+
+
+@pytest.mark.parametrize("interleaved", [True, False])
+@pytest.mark.parametrize("qtypes,bias", [([QT.Q4_K, QT.Q6_K], False), ([QT.Q8_0], True),
+                                         ([QT.Q4_0], False)])
+def test_fused_qkv_rope_matches_separate_ops(interleaved: bool, qtypes: list[QT], bias: bool) -> None:
+    heads = Heads(4, 2, 64, interleaved) if DEV == "cuda" else Heads(2, 1, 16, interleaved)
+    ws, b, x, pos, cs, cache = _case(heads, qtypes, 256, bias, seed=len(qtypes) + int(bias))
+    slot = torch.tensor([16 * 2 + 5], device=DEV)
+    sep_kc, sep_vc = cache(), cache()
+    a = QAct(x)
+    assert fused.fusable(a, ws, heads, cs, sep_kc, sep_vc)
+    sep = compose(qlinear_triton, rope_triton, a, ws, b, heads, pos, cs, sep_kc, sep_vc, None,
+                  None, slot)  # fmt: skip
+    kc, vc = cache(), cache()
+    out = Ops("triton").qkv_rope_store(QAct(x), ws, b, heads, pos, cs, kc, vc, None, None, slot)
+    tol = dict(rtol=2e-3, atol=2e-3 * sep.abs().max().item())
+    torch.testing.assert_close(out, sep, **tol)
+    torch.testing.assert_close(kc, sep_kc, **tol)
+    torch.testing.assert_close(vc, sep_vc, **tol)
+    assert kc[2, :, 5].abs().sum() > 0 and vc[2, :, 5].abs().sum() > 0
+    assert kc.abs().sum() == kc[2, :, 5].abs().sum()  # nothing else written
+    # the same within int8-activation error of the float reference op
+    rk, rv = cache(), cache()
+    ref = Ops("reference").qkv_rope_store(x, ws, b, heads, pos, cs, rk, rv, None, None, slot)
+    assert (out.float() - ref.float()).norm() / ref.float().norm() < 2e-2
+
+
+def test_fused_padding_row_stores_nothing() -> None:
+    heads = Heads(2, 1, 16, True)
+    ws, b, x, pos, cs, cache = _case(heads, [QT.Q4_K, QT.Q6_K], 256, False, seed=9)
+    kc, vc = cache(), cache()
+    out = Ops("triton").qkv_rope_store(QAct(x), ws, b, heads, pos, cs, kc, vc, None, None,
+                                       torch.tensor([-1], device=DEV))  # fmt: skip
+    assert out.abs().sum() > 0 and kc.abs().sum() == 0 and vc.abs().sum() == 0
+
+
+def test_reference_op_is_linear_then_rope_store() -> None:
+    heads = Heads(4, 2, 32, False)
+    ws, b, x, pos, cs, cache = _case(heads, [QT.Q4_K, QT.Q6_K], 256, True, seed=3)
+    x = torch.randn(3, 256).to(DEV, x.dtype)
+    pos = torch.tensor([0, 5, 63], device=DEV)
+    slot = torch.tensor([0, 17, -1], device=DEV)
+    kc, vc = cache(), cache()
+    got = Ops("reference").qkv_rope_store(x, ws, b, heads, pos, cs, kc, vc, None, None, slot)
+    qkv = torch.cat([qlinear_ref(x, w) for w in ws], -1) + b
+    ek, ev = cache(), cache()
+    d, nq, nkv = 32, 4, 2
+    q, k, v = qkv[:, : nq * d].view(3, nq, d), qkv[:, nq * d : (nq + nkv) * d].view(3, nkv, d), \
+        qkv[:, (nq + nkv) * d :].view(3, nkv, d)
+    rope_ref(q, k, v, pos, cs, False, ek, ev, None, None, slot)
+    torch.testing.assert_close(got, qkv)
+    torch.testing.assert_close(kc, ek)
+    torch.testing.assert_close(vc, ev)
+
+
+@pytest.mark.gpu
+def test_gpu_fused_qkv_rope_8b_heads() -> None:
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    heads = Heads(32, 8, 128, True)
+    ws, b, x, pos, cs, cache = _case(heads, [QT.Q4_K, QT.Q6_K], 4096, False, seed=5)
+    slot = torch.tensor([40], device=DEV)
+    sep_kc, sep_vc = cache(), cache()
+    sep = compose(qlinear_triton, rope_triton, QAct(x), ws, None, heads, pos, cs, sep_kc, sep_vc,
+                  None, None, slot)  # fmt: skip
+    kc, vc = cache(), cache()
+    out = Ops("triton").qkv_rope_store(QAct(x), ws, None, heads, pos, cs, kc, vc, None, None, slot)
+    tol = dict(rtol=2e-3, atol=2e-3 * sep.abs().max().item())
+    torch.testing.assert_close(out, sep, **tol)
+    torch.testing.assert_close(kc, sep_kc, **tol)
+    torch.testing.assert_close(vc, sep_vc, **tol)
