@@ -2,7 +2,8 @@
 maximum and its first index, then one program per row picks the first block holding the row's
 maximum. A vocabulary of 128k is 32 programs per row instead of torch's one (24 us -> a few us
 on an H200 at batch 1); the decode CUDA graphs run it so greedy sampling reads ids, not logits.
-NaN is not ordered: rows with NaN logits give an arbitrary index (torch would pick the NaN)."""
+NaN counts as the maximum as in torch (a NaN after a +inf loses to it here, which torch would
+not do; either way the index is a real column)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ def _block_argmax_kernel(X, PM, PI, V, stride_x, P, BLOCK: tl.constexpr):
     p = tl.program_id(1)
     cols = p * BLOCK + tl.arange(0, BLOCK)
     x = tl.load(X + row * stride_x + cols, mask=cols < V, other=float("-inf")).to(tl.float32)
+    x = tl.where(x != x, float("inf"), x)  # NaN ranks first, as in torch (never a padding lane)
     m, i = tl.max(x, axis=0, return_indices=True, return_indices_tie_break_left=True)
     tl.store(PM + row * P + p, m)
     tl.store(PI + row * P + p, p * BLOCK + i)
