@@ -29,7 +29,6 @@ from localllm.kernels.qlinear_core_triton import _write_out
 from localllm.kernels.qlinear_half2_triton import _split4
 from localllm.kernels.qlinear_mm_triton import FMT_CODES, PLANES  # noqa: F401 (PLANES: callers)
 from localllm.kernels.quant_act import ACT_LAYOUT  # noqa: F401 (re-exported for callers)
-from localllm.kernels.quant_act_triton import _quant_store
 
 MIN_K = {"q8_0": 32, "q4_0": 32, "q4_k": 256, "q5_k": 256, "q6_k": 256}
 
@@ -283,43 +282,6 @@ def _dp4a_rope_kernel(
     tl.store(VC + base + o, val.to(VC.dtype.element_ty), mask=ok & is_v)
 
 
-@triton.jit
-def _dp4a_glu_kernel(
-    xq_ptr, xs_ptr, h_ptr, hq_ptr, hs_ptr, cnt_ptr, p0, p1, p2, p3, p4,
-    F, G, stride_xw, stride_xs, stride_h,
-    FMT: tl.constexpr, BH: tl.constexpr, NG: tl.constexpr, W8: tl.constexpr,
-    EMU: tl.constexpr,
-):  # fmt: skip
-    """h = silu(gate) * up from one stacked weight [2F, K] (gate rows 0..F-1, up rows F..2F-1)
-    for decode tokens, and its int8 form for the down projection's dp4a GEMV. Program (j, t)
-    computes h[t, j BH : (j + 1) BH] (2 BH weight rows), rounding gate and up to h's dtype
-    first as separate kernels would; the last of the 32 / BH programs of a 32-element group
-    to finish (a counter per group, reset by that program) quantizes the group."""
-    j = tl.program_id(0)
-    t = tl.program_id(1).to(tl.int64)
-    e = tl.arange(0, 2 * BH)
-    cols = j * BH + e // 2  # [2 BH]: h column of each row, gate and up interleaved
-    rows = (cols + (e % 2) * F).to(tl.int64)
-    xw = xq_ptr.to(tl.pointer_type(tl.int32)) + t * stride_xw
-    res = _dp4a_dot(xw, xs_ptr + t * stride_xs, p0, p1, p2, p3, p4, rows, G, 0, G, FMT, 2 * BH,
-                    NG, EMU)  # fmt: skip
-    res = res.to(h_ptr.dtype.element_ty).to(tl.float32)
-    g, u = tl.split(tl.reshape(res, [BH, 2]))
-    h = (g / (1.0 + tl.exp(-g)) * u).to(h_ptr.dtype.element_ty)
-    c = j * BH + tl.arange(0, BH)
-    tl.store(h_ptr + t * stride_h + c, h)
-    # the group's last program quantizes it: release our h, count, acquire the others'
-    tl.debug_barrier()
-    grp = (j * BH) // 32
-    cnt = cnt_ptr + t * (F // 32) + grp
-    done = tl.atomic_add(cnt, 1, sem="acq_rel", scope="gpu")
-    if done == 32 // BH - 1:
-        c32 = grp * 32 + tl.arange(0, 32)
-        y = tl.load(h_ptr + t * stride_h + c32, cache_modifier=".cg").to(tl.float32)
-        _quant_store(y, grp * 32, F, hq_ptr + t * F, hs_ptr + t * (F // 32) * 4, 32, W8)
-        tl.atomic_xchg(cnt, 0)  # ready for the next launch (and graph replay)
-
-
 @dataclass(frozen=True)
 class Dp4aConfig:
     bn: int = 4  # weight rows per program (all in each thread's registers)
@@ -408,46 +370,3 @@ def dp4a_rope_launch(
         BLOCK_SIZE=k_cache.shape[2], INTERLEAVED=bool(interleaved), HAS_BIAS=bias is not None,
         EMU=os.environ.get("TRITON_INTERPRET") == "1", num_warps=2, num_stages=1,
     )  # fmt: skip
-
-
-_COUNTERS: dict[tuple[torch.device, int], torch.Tensor] = {}  # zeros between launches
-
-
-def _counters(device: torch.device, n: int) -> torch.Tensor:
-    """A persistent int32 [n] of zeros: the GLU kernel's group counters, which the last
-    program of each group resets (so CUDA graphs replay them without a memset)."""
-    key = (device, n)
-    if key not in _COUNTERS:
-        _COUNTERS[key] = torch.zeros(n, dtype=torch.int32, device=device)
-    return _COUNTERS[key]
-
-
-def dp4a_glu_launch(
-    xq: torch.Tensor,  # int8 [T, K] (quant_act, layout ACT_LAYOUT[fmt])
-    xs: torch.Tensor,  # fp32 [T, K / 32, 4]
-    planes: list[torch.Tensor],  # one stacked [2F, K] weight: gate rows, then up rows
-    fmt: str,
-    f: int,
-    out_dtype: torch.dtype,
-    layout: str,  # the int8 layout the down projection reads ("w4" / "w8")
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """-> (h [T, F] in out_dtype, its int8 form: hq int8 [T, F], hs fp32 [T, F / 32, 4])."""
-    t, k = xq.shape
-    if k % MIN_K[fmt] or f % 32:
-        raise ValueError(f"dp4a_glu: K={k} must be a multiple of {MIN_K[fmt]}, F={f} of 32")
-    dev = xq.device
-    h = torch.empty((t, f), dtype=out_dtype, device=dev)
-    hq = torch.empty((t, f), dtype=torch.int8, device=dev)
-    hs = torch.empty((t, f // 32, 4), dtype=torch.float32, device=dev)
-    if t == 0:
-        return h, hq, hs
-    groups = k // (16 if fmt == "q8_0" else 32)
-    bh = 2  # 4 weight rows per program, one warp: the tall-matrix GEMV config
-    ps = list(planes) + [planes[0]] * (5 - len(planes))
-    _dp4a_glu_kernel[(f // bh, t)](
-        xq, xs, h, hq, hs, _counters(dev, t * f // 32), *ps, f, groups, k // 4, xs.stride(0),
-        h.stride(0), FMT=FMT_CODES[fmt], BH=bh, NG=min(32, triton.next_power_of_2(groups)),
-        W8=layout == "w8", EMU=os.environ.get("TRITON_INTERPRET") == "1", num_warps=1,
-        num_stages=1,
-    )  # fmt: skip
-    return h, hq, hs

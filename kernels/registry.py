@@ -29,7 +29,6 @@ _REFERENCE_MODULES = (
     "localllm.kernels.qlinear",
     "localllm.kernels.argmax",
     "localllm.kernels.qkv_rope",
-    "localllm.kernels.glu",
 )
 _TRITON_MODULES = (
     "localllm.kernels.norm_triton",
@@ -39,7 +38,6 @@ _TRITON_MODULES = (
     "localllm.kernels.qlinear_triton",
     "localllm.kernels.argmax_triton",
     "localllm.kernels.qkv_rope_triton",
-    "localllm.kernels.glu_triton",
 )
 
 _IMPLS: dict[str, dict[str, Callable[..., Any]]] = {}

@@ -88,9 +88,9 @@ class LlamaModel:
         return ops.qlinear(o, layer.wo)
 
     def _mlp(self, i: int, layer: LayerWeights, x: torch.Tensor | QAct) -> torch.Tensor:
-        # silu(gate) * up [T, F] (one fused op for decode tokens, with the int8 form for down)
-        h = self.ops.gate_up_silu(x, layer.w_gate_up, self.cfg.ffn_dim, quant=self.act[i].down)
-        return self.ops.qlinear(h, layer.w_down)
+        F = self.cfg.ffn_dim
+        gu = _linear(self.ops, x, layer.w_gate_up)  # [T, 2F]
+        return self.ops.qlinear(self.ops.silu_mul(gu[:, :F], gu[:, F:], quant=self.act[i].down), layer.w_down)
 
     def forward(self, fb: ForwardBatch, kv: KVCache) -> torch.Tensor:
         """Returns the final-normed hidden states of the rows in fb.logits_indices: [S, dim]."""
