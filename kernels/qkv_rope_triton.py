@@ -42,13 +42,15 @@ def qkv_rope_store(x: torch.Tensor | QAct, ws: list[QuantWeight], bias: torch.Te
     if total != (heads.n_q + 2 * heads.n_kv) * heads.dim:
         raise ValueError(f"qkv_rope_store: weights give {total} rows for {heads}")
     out = torch.empty((t, total), dtype=x.x.dtype, device=x.x.device)  # [T, (Hq + 2 Hkv) D]
-    n0 = 0
-    for w in ws:
-        xq, xs = fill_lazily(x, ACT_LAYOUT[w.fmt])
-        b = bias[n0 : n0 + w.n] if bias is not None else None
-        dp4a_rope_launch(xq, xs, [w.tensors[p] for p in PLANES[w.fmt]], w.fmt, w.n, b,
-                         out[:, n0 : n0 + w.n], n0 // heads.dim, heads.n_q, heads.n_kv,
-                         heads.dim, positions, cos_sin, heads.interleaved, k_cache, v_cache,
-                         slot_mapping)  # fmt: skip
-        n0 += w.n
+    n0, i = 0, 0
+    while i < len(ws):  # one launch for each run of (up to) two weights of one int8 layout
+        run = ws[i : i + 2]
+        if len(run) == 2 and ACT_LAYOUT[run[0].fmt] != ACT_LAYOUT[run[1].fmt]:
+            run = run[:1]
+        xq, xs = fill_lazily(x, ACT_LAYOUT[run[0].fmt])
+        dp4a_rope_launch(xq, xs, [(w.fmt, w.n, [w.tensors[p] for p in PLANES[w.fmt]]) for w in run],
+                         bias, out, n0 // heads.dim, heads.n_q, heads.n_kv, heads.dim, positions,
+                         cos_sin, heads.interleaved, k_cache, v_cache, slot_mapping)  # fmt: skip
+        n0 += sum(w.n for w in run)
+        i += len(run)
     return out

@@ -233,35 +233,44 @@ def _dp4a_kernel(
 
 @triton.jit
 def _dp4a_rope_kernel(
-    xq_ptr, xs_ptr, out_ptr, bias_ptr, p0, p1, p2, p3, p4, POS, CS, SLOT, KC, VC,
-    G, stride_xw, stride_xs, stride_om, stride_cs, stride_cb, stride_ch, stride_ct,
-    head0, n_q_heads, n_kv_heads,
-    FMT: tl.constexpr, NG: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_SIZE: tl.constexpr,
-    INTERLEAVED: tl.constexpr, HAS_BIAS: tl.constexpr, EMU: tl.constexpr,
+    xq_ptr, xs_ptr, out_ptr, bias_ptr, pa0, pa1, pa2, pa3, pa4, pb0, pb1, pb2, pb3, pb4,
+    POS, CS, SLOT, KC, VC,
+    GA, GB, pairs_a, head0, stride_xw, stride_xs, stride_om, stride_cs,
+    stride_cb, stride_ch, stride_ct, n_q_heads, n_kv_heads,
+    FMT_A: tl.constexpr, FMT_B: tl.constexpr, NG: tl.constexpr, HEAD_DIM: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr, INTERLEAVED: tl.constexpr, HAS_BIAS: tl.constexpr,
+    EMU: tl.constexpr,
 ):  # fmt: skip
     """The QKV projection of decode tokens with RoPE and the KV store in its epilogue (float
-    caches). This weight's rows are heads head0, head0 + 1, .. of the q | k | v output;
-    program (j, t) computes the two rows of RoPE pair j (of its head: (2i, 2i + 1) interleaved,
-    (i, i + D/2) neox) for token t, rounds them to the output dtype, rotates q and k heads as
+    caches), over one or two weights (A, then B: q+k beside a differently quantized v) that
+    hold heads head0, head0 + 1, .. of the q | k | v output. Program (j, t) computes the two
+    rows of a RoPE pair (of its head: (2i, 2i + 1) interleaved, (i, i + D/2) neox) for token
+    t (pairs of A first), rounds them to the output dtype, rotates q and k heads as
     rope_store_kv does, writes the pair to out [T, N] and k / v pairs to the cache slot."""
     HALF: tl.constexpr = HEAD_DIM // 2
     j = tl.program_id(0)
     t = tl.program_id(1).to(tl.int64)
-    hl = j // HALF  # head within this weight
-    i = j % HALF
+    in_a = j < pairs_a
+    jl = tl.where(in_a, j, j - pairs_a)  # pair within its weight
+    hl = jl // HALF  # head within its weight
+    i = jl % HALF
     two = tl.arange(0, 2)
     if INTERLEAVED:
         o = 2 * i + two
     else:
         o = i + HALF * two
-    rows = (hl * HEAD_DIM + o).to(tl.int64)  # [2]
+    rows = (hl * HEAD_DIM + o).to(tl.int64)  # [2] rows of the weight
     xw = xq_ptr.to(tl.pointer_type(tl.int32)) + t * stride_xw
-    res = _dp4a_dot(xw, xs_ptr + t * stride_xs, p0, p1, p2, p3, p4, rows, G, 0, G, FMT, 2, NG,
-                    EMU)  # fmt: skip
+    xs = xs_ptr + t * stride_xs
+    if in_a:
+        res = _dp4a_dot(xw, xs, pa0, pa1, pa2, pa3, pa4, rows, GA, 0, GA, FMT_A, 2, NG, EMU)
+    else:
+        res = _dp4a_dot(xw, xs, pb0, pb1, pb2, pb3, pb4, rows, GB, 0, GB, FMT_B, 2, NG, EMU)
+    h = head0 + tl.where(in_a, hl, hl + pairs_a // HALF)  # head in q | k | v
+    col = h * HEAD_DIM + o  # [2] output columns
     if HAS_BIAS:
-        res += tl.load(bias_ptr + rows).to(tl.float32)
+        res += tl.load(bias_ptr + col).to(tl.float32)
     res = res.to(out_ptr.dtype.element_ty).to(tl.float32)  # what an unfused GEMV would store
-    h = head0 + hl
     pos = tl.load(POS + t).to(tl.int64)
     c = tl.load(CS + pos * stride_cs + i)
     s = tl.load(CS + pos * stride_cs + HALF + i)
@@ -269,7 +278,7 @@ def _dp4a_rope_kernel(
     x1 = tl.sum(tl.where(two == 1, res, 0.0), axis=0)
     rot = tl.where(two == 0, x0 * c - x1 * s, x0 * s + x1 * c)
     val = tl.where(h < n_q_heads + n_kv_heads, rot, res).to(out_ptr.dtype.element_ty)
-    tl.store(out_ptr + t * stride_om + rows, val)
+    tl.store(out_ptr + t * stride_om + col, val)
     slot = tl.load(SLOT + t + two * 0).to(tl.int64)  # [2]: scalar masks trip the interpreter
     h = h + two * 0
     is_k = (h >= n_q_heads) & (h < n_q_heads + n_kv_heads)
@@ -339,14 +348,12 @@ def dp4a_launch(
 
 
 def dp4a_rope_launch(
-    xq: torch.Tensor,  # int8 [T, K] (quant_act, layout ACT_LAYOUT[fmt])
+    xq: torch.Tensor,  # int8 [T, K] (quant_act, layout ACT_LAYOUT[fmt] of every weight)
     xs: torch.Tensor,  # fp32 [T, K / 32, 4]
-    planes: list[torch.Tensor],
-    fmt: str,
-    n: int,  # rows of this weight: whole heads
-    bias: torch.Tensor | None,  # [n]
-    out: torch.Tensor,  # [T, n] view (unit column stride) of the q | k | v output
-    head0: int,  # the first head of this weight in q | k | v
+    weights: list[tuple[str, int, list[torch.Tensor]]],  # 1 or 2 of (fmt, rows, planes)
+    bias: torch.Tensor | None,  # [N] of the whole q | k | v output
+    out: torch.Tensor,  # [T, N] q | k | v output (unit column stride)
+    head0: int,  # the first head of the first weight in q | k | v
     n_q_heads: int, n_kv_heads: int, head_dim: int,
     positions: torch.Tensor,  # int [T]
     cos_sin: torch.Tensor,  # fp32 [max_pos, head_dim]: cos | sin halves
@@ -354,19 +361,26 @@ def dp4a_rope_launch(
     k_cache: torch.Tensor, v_cache: torch.Tensor,  # [blocks, Hkv, block_size, D], float
     slot_mapping: torch.Tensor,  # int [T], -1 = store nothing
 ) -> None:
-    """The dp4a GEMV of one QKV weight with RoPE and the paged KV store in its epilogue."""
+    """The dp4a GEMV of one or two consecutive QKV weights (whole heads each) in one launch,
+    with RoPE and the paged KV store in its epilogue."""
     t, k = xq.shape
-    if k % MIN_K[fmt] or n % head_dim or head_dim % 2 or out.stride(-1) != 1:
-        raise ValueError(f"dp4a_rope: K={k}, N={n}, head_dim={head_dim} do not fit")
+    if not 1 <= len(weights) <= 2 or out.stride(-1) != 1 or head_dim % 2:
+        raise ValueError("dp4a_rope: one or two weights, a unit-stride output, an even head_dim")
+    for fmt, n, _ in weights:
+        if k % MIN_K[fmt] or n % head_dim:
+            raise ValueError(f"dp4a_rope: K={k}, N={n}, head_dim={head_dim} do not fit {fmt}")
     if t == 0:
         return
-    groups = k // (16 if fmt == "q8_0" else 32)
-    ps = list(planes) + [planes[0]] * (5 - len(planes))
-    _dp4a_rope_kernel[(n // 2, t)](
-        xq, xs, out, bias if bias is not None else out, *ps, positions, cos_sin, slot_mapping,
-        k_cache, v_cache, groups, k // 4, xs.stride(0), out.stride(0), cos_sin.stride(0),
-        *k_cache.stride()[:3], head0, n_q_heads, n_kv_heads,
-        FMT=FMT_CODES[fmt], NG=min(64, triton.next_power_of_2(groups)), HEAD_DIM=head_dim,
+    (fa, na, pa), (fb, _, pb) = weights[0], weights[-1]
+    groups = lambda f: k // (16 if f == "q8_0" else 32)  # noqa: E731
+    pad = lambda ps: list(ps) + [ps[0]] * (5 - len(ps))  # noqa: E731
+    pairs = sum(n for _, n, _ in weights) // 2
+    _dp4a_rope_kernel[(pairs, t)](
+        xq, xs, out, bias if bias is not None else out, *pad(pa), *pad(pb), positions, cos_sin,
+        slot_mapping, k_cache, v_cache, groups(fa), groups(fb), na // 2, head0, k // 4,
+        xs.stride(0), out.stride(0), cos_sin.stride(0), *k_cache.stride()[:3], n_q_heads,
+        n_kv_heads, FMT_A=FMT_CODES[fa], FMT_B=FMT_CODES[fb],
+        NG=min(64, triton.next_power_of_2(min(groups(fa), groups(fb)))), HEAD_DIM=head_dim,
         BLOCK_SIZE=k_cache.shape[2], INTERLEAVED=bool(interleaved), HAS_BIAS=bias is not None,
         EMU=os.environ.get("TRITON_INTERPRET") == "1", num_warps=2, num_stages=1,
     )  # fmt: skip

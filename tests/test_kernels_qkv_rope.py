@@ -1,7 +1,8 @@
 """QKV projection + RoPE + KV store as one op: the fused dp4a epilogue (decode token, int8
 activations, float cache) against the same Triton ops run separately, and the reference op
 against its definition. Mixed formats (Q4_K q+k beside a Q6_K v, as in Q4_K_M files), both
-RoPE styles, bias, a padding row (slot -1). CPU: interpreter, small heads; GPU: 8B heads."""
+RoPE styles, bias, a padding row (slot -1); two weights of one int8 layout share a launch,
+others (Q8_0 q+k beside a Q4_K v) take one each. CPU: interpreter, small heads; GPU: 8B heads."""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def _case(heads: Heads, qtypes: list[QT], k: int, bias: bool, seed: int):
 
 @pytest.mark.parametrize("interleaved", [True, False])
 @pytest.mark.parametrize("qtypes,bias", [([QT.Q4_K, QT.Q6_K], False), ([QT.Q8_0], True),
-                                         ([QT.Q4_0], False)])
+                                         ([QT.Q4_0], False), ([QT.Q8_0, QT.Q4_K], True)])
 def test_fused_qkv_rope_matches_separate_ops(interleaved: bool, qtypes: list[QT], bias: bool) -> None:
     heads = Heads(4, 2, 64, interleaved) if DEV == "cuda" else Heads(2, 1, 16, interleaved)
     ws, b, x, pos, cs, cache = _case(heads, qtypes, 256, bias, seed=len(qtypes) + int(bias))
