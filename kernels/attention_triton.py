@@ -95,7 +95,10 @@ def run_paged_attention(q, k_cache, v_cache, k_scale, v_scale, block_tables, cu_
                         num_stages=2, quant=None):
     """paged_attention with a forced number of KV partitions / pipeline stages (tests, bench).
     With `quant` (an int8 layout), one token and a split-KV plan, the merge also writes the
-    int8 form of the output (as one row [Hq D]) and a QAct is returned."""
+    int8 form of the output (as one row [Hq D]) and a QAct is returned. A decode plan merges
+    in the attention kernel itself: of the partitions that hold keys of a sequence, the last
+    to finish combines them (one partition writes the output directly); longer chunks over a
+    split KV take the separate merge kernel."""
     check_attention_args(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens)
     _check_layout(q, k_cache, v_cache, k_scale, v_scale, block_tables)
     t, hq, d = q.shape
@@ -111,30 +114,46 @@ def run_paged_attention(q, k_cache, v_cache, k_scale, v_scale, block_tables, cu_
     ks = k_scale if kv_quant else k_cache  # unused dummies for float caches
     vs = v_scale if kv_quant else v_cache
     split = plan.parts > 1
+    # decode split-KV merges in the kernel (the last partition of each row tile to finish)
+    merge = split and max_q_len <= DECODE_MAX_Q
     shape = (t, hq, plan.parts) if split else (1, 1, 1)
     lse_p = torch.empty(shape, dtype=torch.float32, device=q.device)  # [T, Hq, P]
     out_p = torch.empty((*shape, d), dtype=torch.float32, device=q.device)  # [T, Hq, P, D]
-    _attn_kernel[(plan.m_blocks, batch * n_kv, plan.parts)](
+    code = QUANT_CODES[quant] if split and t == 1 and d == d_pad and d % 32 == 0 else 0
+    xq, xs = act_buffers(1, hq * d, q.device) if code else (out, out)
+    grid = (plan.m_blocks, batch * n_kv, plan.parts)
+    cnt = _counters(q.device, grid[0] * grid[1]) if merge else lse_p
+    _attn_kernel[grid](
         q, k_cache, v_cache, ks, vs, block_tables, cu_seqlens_q, seq_lens, out, out_p, lse_p,
         q.stride(0), q.stride(1), *k_cache.stride()[:3], *v_cache.stride()[:3],
         ks.stride(0), ks.stride(1), vs.stride(0), vs.stride(1), block_tables.stride(0),
         out.stride(0), out.stride(1), *lse_p.stride(),
-        n_kv, plan.part_len, scale * math.log2(math.e),
+        n_kv, plan.part_len, scale * math.log2(math.e), cnt, xq, xs,
         G=group, BLOCK_M=plan.block_m, BLOCK_N=plan.block_n, HEAD_DIM=d, D_PAD=d_pad,
         BLOCK_SIZE=bs, QUANT=kv_quant, SPLIT=split, IEEE=q.dtype == torch.float32,
+        MERGE=merge, OUT_QUANT=code if merge else 0,
         num_warps=plan.num_warps, num_stages=num_stages,
     )
-    code = QUANT_CODES[quant] if split and t == 1 and d == d_pad and d % 32 == 0 else 0
-    if split:
-        xq, xs = act_buffers(1, hq * d, q.device) if code else (out, out)
+    if split and not merge:
         _merge_kernel[(t, hq)](
             out_p, lse_p, out, xq, xs, lse_p.stride(0), lse_p.stride(1), out.stride(0),
             out.stride(1), plan.parts, hq, HEAD_DIM=d, D_PAD=d_pad,
             P_PAD=max(2, triton.next_power_of_2(plan.parts)), QUANT=code, num_warps=4,
         )
-        if code and out.is_contiguous():
-            return QAct(out.view(1, hq * d), {quant: (xq, xs)})
+    if code and out.is_contiguous():
+        return QAct(out.view(1, hq * d), {quant: (xq, xs)})
     return out
+
+
+_COUNTERS: dict[tuple[torch.device, int], torch.Tensor] = {}
+
+
+def _counters(device: torch.device, n: int) -> torch.Tensor:
+    """Persistent int32 zeros [n]: the merge counters, reset by the program that merges (so a
+    CUDA graph replays them without a memset)."""
+    if (device, n) not in _COUNTERS:
+        _COUNTERS[device, n] = torch.zeros(n, dtype=torch.int32, device=device)
+    return _COUNTERS[device, n]
 
 
 @register("paged_attention", "triton")

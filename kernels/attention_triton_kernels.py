@@ -67,9 +67,10 @@ def _attn_kernel(
     stride_ksb, stride_ksh, stride_vsb, stride_vsh, stride_bt, stride_ot, stride_oh,
     stride_pt, stride_ph, stride_pp,
     n_kv_heads, part_len, qk_scale,  # qk_scale = softmax scale * log2(e)
+    CNT, XQ, XS,  # MERGE: zeroed int32 counters per row tile; OUT_QUANT: int8 out (quant_act)
     G: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
     D_PAD: tl.constexpr, BLOCK_SIZE: tl.constexpr, QUANT: tl.constexpr, SPLIT: tl.constexpr,
-    IEEE: tl.constexpr,
+    IEEE: tl.constexpr, MERGE: tl.constexpr = False, OUT_QUANT: tl.constexpr = 0,
 ):
     TOK: tl.constexpr = BLOCK_M // G
     b = tl.program_id(1) // n_kv_heads
@@ -110,7 +111,27 @@ def _attn_kernel(
                                              QUANT, IEEE)
     o = acc / tl.maximum(l_i, 1e-30)[:, None]  # rows that saw no key (l_i = 0) output zeros
     omask = rows[:, None] & dmask[None, :]
-    if SPLIT:
+    if MERGE:  # decode split-KV, merged here: the partitions that hold keys of this sequence
+        n_act = tl.maximum(tl.cdiv(seq_len, part_len), 1)
+        if p < n_act:
+            if n_act == 1:  # one partition: its result is the output
+                _store_out(o, OUT, XQ, XS, tok, head, d, rows, omask, stride_ot, stride_oh,
+                           G * n_kv_heads, HEAD_DIM, OUT_QUANT)  # fmt: skip
+            else:
+                pbase = tok * stride_pt + head * stride_ph + p * stride_pp  # [BLOCK_M]
+                tl.store(OUT_P + pbase[:, None] * HEAD_DIM + d[None, :], o, mask=omask)
+                lse = tl.where(l_i > 0, m_i + tl.log2(tl.maximum(l_i, 1e-30)), float("-inf"))
+                tl.store(LSE_P + pbase, lse, mask=rows)
+                # the last partition to finish merges (release ours, acquire the others')
+                tl.debug_barrier()
+                cnt = CNT + tl.program_id(1) * tl.num_programs(0) + tl.program_id(0)
+                if tl.atomic_add(cnt, 1, sem="acq_rel", scope="gpu") == n_act - 1:
+                    out = _merge_parts(OUT_P, LSE_P, tok * stride_pt + head * stride_ph, d,
+                                       rows, omask, n_act, stride_pp, HEAD_DIM, BLOCK_M, D_PAD)
+                    _store_out(out, OUT, XQ, XS, tok, head, d, rows, omask, stride_ot,
+                               stride_oh, G * n_kv_heads, HEAD_DIM, OUT_QUANT)  # fmt: skip
+                    tl.atomic_xchg(cnt, 0)  # zero for the next launch (and graph replay)
+    elif SPLIT:
         pbase = tok * stride_pt + head * stride_ph + p * stride_pp  # [BLOCK_M]
         tl.store(OUT_P + pbase[:, None] * HEAD_DIM + d[None, :], o, mask=omask)
         lse = tl.where(l_i > 0, m_i + tl.log2(tl.maximum(l_i, 1e-30)), float("-inf"))
@@ -118,6 +139,62 @@ def _attn_kernel(
     else:
         optr = OUT + tok[:, None] * stride_ot + head[:, None] * stride_oh + d[None, :]
         tl.store(optr, o.to(OUT.dtype.element_ty), mask=omask)
+
+
+@triton.jit
+def _merge_parts(OUT_P, LSE_P, base, d, rows, omask, n_parts, stride_pp, HEAD_DIM: tl.constexpr,
+                 BLOCK_M: tl.constexpr, D_PAD: tl.constexpr):  # fmt: skip
+    """Log-sum-exp merge of partitions 0..n_parts-1 of rows `base` [BLOCK_M] (read past L1:
+    other programs wrote them)."""
+    mx = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    den = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, D_PAD], tl.float32)
+    for q in range(n_parts):
+        lse = tl.load(LSE_P + base + q * stride_pp, mask=rows, other=float("-inf"),
+                      cache_modifier=".cg")  # fmt: skip
+        o = tl.load(OUT_P + (base + q * stride_pp)[:, None] * HEAD_DIM + d[None, :], mask=omask,
+                    other=0.0, cache_modifier=".cg")  # fmt: skip
+        m_new = tl.maximum(mx, lse)
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        a = tl.exp2(mx - m_safe)
+        w = tl.exp2(lse - m_safe)
+        den = den * a + w
+        acc = acc * a[:, None] + w[:, None] * o
+        mx = m_new
+    return acc / tl.maximum(den, 1e-30)[:, None]
+
+
+@triton.jit
+def _store_out(o, OUT, XQ, XS, tok, head, d, rows, omask, stride_ot, stride_oh, n_heads,
+               HEAD_DIM: tl.constexpr, OUT_QUANT: tl.constexpr):  # fmt: skip
+    """Rows of the output [BLOCK_M, D_PAD]; with OUT_QUANT (one token, HEAD_DIM == D_PAD, a
+    multiple of 32) also their int8 form as one [Hq D] row per token (quant_act)."""
+    y = o.to(OUT.dtype.element_ty)
+    tl.store(OUT + tok[:, None] * stride_ot + head[:, None] * stride_oh + d[None, :], y, mask=omask)
+    if OUT_QUANT > 0:
+        BM: tl.constexpr = y.shape[0]
+        yg = tl.reshape(y.to(tl.float32), [BM, HEAD_DIM // 32, 32])
+        e = tl.arange(0, 32)
+        if OUT_QUANT == 2:  # "w8": element 16 h + 4 s + w -> byte 16 h + 4 w + s
+            pb = 16 * (e // 16) + 4 * (e % 4) + (e // 4) % 4
+        else:  # "w4": element 8 j + 4 t + w -> byte 16 t + 4 w + j
+            pb = 16 * ((e // 4) % 2) + 4 * (e % 4) + e // 8
+        k = n_heads * HEAD_DIM
+        g = head[:, None] * (HEAD_DIM // 32) + tl.arange(0, HEAD_DIM // 32)[None, :]  # [BM, D/32]
+        gmask = rows[:, None] & (g >= 0)
+        amax = tl.max(tl.abs(yg), axis=2)
+        inv = tl.where(amax > 0, 127.0 / amax, 0.0)
+        q = tl.minimum(tl.maximum(tl.floor(yg * inv[:, :, None] + 0.5), -127.0), 127.0)
+        tl.store(XQ + tok[:, None, None] * k + g[:, :, None] * 32 + pb[None, None, :],
+                 q.to(tl.int8), mask=gmask[:, :, None])  # fmt: skip
+        dx = amax / 127.0
+        s_all = tl.sum(q, axis=2)
+        s_lo = tl.sum(tl.where(e[None, None, :] < 16, q, 0.0), axis=2)
+        xs = XS + (tok[:, None] * (k // 32) + g) * 4
+        tl.store(xs, dx, mask=gmask)
+        tl.store(xs + 1, dx * s_all, mask=gmask)
+        tl.store(xs + 2, dx * s_lo, mask=gmask)
+        tl.store(xs + 3, dx * (s_all - s_lo), mask=gmask)
 
 
 @triton.jit

@@ -269,3 +269,27 @@ def test_triton_split_decode_emits_int8_output(layout: str) -> None:
     assert torch.equal(q, rq)
     torch.testing.assert_close(s, rs)
     assert not isinstance(run_paged_attention(*batch.args(0.2), parts=1, quant=layout), QAct)
+
+
+@needs_triton
+def test_triton_decode_merges_in_kernel() -> None:
+    """Decode over a split KV merges in the attention kernel: sequences holding keys in one,
+    two or three partitions (and a padding row) side by side, twice in a row (the counters
+    reset themselves), with and without the int8 output."""
+    from localllm.kernels import attention_triton as at
+    from localllm.kernels.quant_act import QAct
+    from localllm.kernels.quant_act_triton import quant_act_triton
+
+    seqs = [(1, 200), (1, 5), (1, 129), (1, 0), (2, 300)]
+    batch = make_batch(seqs, 8, 2, 32, 16, torch.float16, torch.float16, seed=11)
+    assert at.plan_launch(5, 2, 4, 32, 2, 300, 1, parts=4).parts == 3
+    for _ in range(2):
+        _compare_triton(batch, 0.2, ACT_TOL[torch.float16], parts=4)
+    assert all(int(c.abs().sum()) == 0 for c in at._COUNTERS.values())
+    one = make_batch([(1, 300)], 8, 2, 32, 16, torch.float16, torch.float16, seed=12)
+    got = at.run_paged_attention(*one.args(0.2), parts=4, quant="w4")
+    assert isinstance(got, QAct)
+    q, s = got.q["w4"]
+    rq, rs = quant_act_triton(got.x, "w4")
+    assert torch.equal(q, rq)
+    torch.testing.assert_close(s, rs)
