@@ -101,10 +101,11 @@ def qlinear_ref(
     x: torch.Tensor | QAct,  # [T, K] fp16 / bf16 / fp32 (a QAct: its float x is used)
     w: QuantWeight,
     bias: torch.Tensor | None = None,  # [N]
-) -> torch.Tensor:  # [T, N] in x.dtype
+    out_dtype: torch.dtype | None = None,  # default x.dtype
+) -> torch.Tensor:  # [T, N] in out_dtype
     x = plain(x)
     wd = w.dense if w.dense is not None else dequantize_weight(w)
     out = x.float() @ wd.float().t()
     if bias is not None:
         out = out + bias.float()
-    return out.to(x.dtype)
+    return out.to(out_dtype or x.dtype)

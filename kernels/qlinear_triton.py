@@ -289,7 +289,8 @@ def qlinear_triton(
     x: torch.Tensor | QAct,  # [T, K] fp16 / bf16 / fp32; a QAct opts in to int8 activations
     w: QuantWeight,
     bias: torch.Tensor | None = None,  # [N]
-) -> torch.Tensor:  # [T, N] in x.dtype
+    out_dtype: torch.dtype | None = None,  # default x.dtype (the dp4a GEMV writes it directly)
+) -> torch.Tensor:  # [T, N] in out_dtype
     act = x if isinstance(x, QAct) else None
     x = x.x if act is not None else x
     if act is not None and x.shape[0] == 1 and w.fmt in ACT_LAYOUT:
@@ -299,7 +300,12 @@ def qlinear_triton(
         xq, xs = fill_lazily(act, ACT_LAYOUT[w.fmt])
         cfg = dp4a_config(w.fmt, w.n, w.k, _num_sms(x.device))
         planes = [w.tensors[p] for p in PLANES[w.fmt]]
-        return dp4a_launch(xq, xs, planes, w.fmt, w.n, bias, cfg, x.dtype)
+        return dp4a_launch(xq, xs, planes, w.fmt, w.n, bias, cfg, out_dtype or x.dtype)
+    out = _qlinear(x, w, bias)
+    return out if out_dtype is None else out.to(out_dtype)
+
+
+def _qlinear(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None) -> torch.Tensor:
     if w.fmt == "dense":  # formats without a kernel: cuBLAS on the dequantized matrix
         wd = w.tensors["w"]
         b = bias.to(wd.dtype) if bias is not None else None

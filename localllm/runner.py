@@ -165,6 +165,7 @@ class ModelRunner:
             max_q_len=max(q_lens),
             max_seq_len=max(seq_lens),
             logits_indices=as_t(logits_rows, np.int64),
+            logits_all_rows=len(logits_rows) == len(input_ids),  # rows ascend: all of them
         )
 
     def prepare(self, batch: ScheduledBatch) -> tuple[ForwardBatch, list[tuple[int, int]]]:

@@ -97,7 +97,7 @@ class GraphRunner:
             slot_mapping=self.slots[: b + c], block_tables=self.tables[:n_seq],
             cu_seqlens_q=self.cu[: n_seq + 1], seq_lens=self.seq_lens[:n_seq],
             max_q_len=max(1, c), max_seq_len=self.runner.max_model_len,
-            logits_indices=self.rows[:n_seq],
+            logits_indices=self.rows[:n_seq], logits_all_rows=c == 0,  # decode rows 0..b-1
         )
 
     def _reset(self, b: int, c: int) -> None:

@@ -15,6 +15,8 @@ if [[ $what == bench || $what == all ]]; then
     par=""; [[ $m == llama3-8b-q4_k_m ]] && par="--parallel 1,8,32 --profile 1,32 --prefix-test --itl-test"
     python3 -m localllm.cli bench --model $m -p 512 -n 128 -r 3 $par --json "$OUT/bench_$m.json" 2>&1 | tee "$OUT/bench_$m.log"
   done
+  # a batch-1 step: engine step vs its CUDA graph replayed alone (host overhead)
+  python3 "$R"/scripts/probe_step.py --steps 200 2>&1 | tee "$OUT/probe_step.log"
   # the throughput policy for comparison: 512 prefill tokens per step beside decodes (default 24)
   python3 -m localllm.cli bench --model llama3-8b-q4_k_m -p 0 -n 0 --itl-test --decode-prefill-chunk 512 \
     --json "$OUT/bench_itl512.json" 2>&1 | tee "$OUT/bench_itl512.log"

@@ -160,3 +160,21 @@ def test_qlinear_triton_takes_int8_path_for_one_row() -> None:
     assert ((fp.double() - ref).norm() / ref.norm()) < 1e-4
     x2 = torch.randn(2, 512, device=DEV)
     torch.testing.assert_close(qlinear_triton(QAct(x2), w), qlinear_triton(x2, w))
+
+
+@pytest.mark.parametrize("one_row", [True, False])
+def test_qlinear_out_dtype(one_row: bool) -> None:
+    """out_dtype=float32 (the LM head's logits): the dp4a GEMV writes fp32 directly, other
+    paths convert; same values as the default dtype up to its rounding."""
+    from localllm.kernels.quant_act import QAct
+    from localllm.kernels.registry import Ops
+
+    w = pack_weight(random_raw(QT.Q4_K, 64, 256, seed=1), DEV)
+    x = torch.randn(1 if one_row else 3, 256).to(DEV, torch.float16 if DEV == "cuda" else torch.float32)
+    ops = Ops("triton")
+    a = ops.qlinear(QAct(x) if one_row else x, w, out_dtype=torch.float32)
+    b = ops.qlinear(QAct(x) if one_row else x, w)
+    assert a.dtype == torch.float32 and b.dtype == x.dtype
+    torch.testing.assert_close(a.to(x.dtype), b, rtol=1e-3, atol=1e-3 * b.abs().max().item())
+    r = Ops("reference").qlinear(x, w, out_dtype=torch.float32)
+    assert r.dtype == torch.float32

@@ -18,6 +18,7 @@ class ForwardBatch:
     max_q_len: int  # host-side bounds (kernels size grids from these, never from tensor data)
     max_seq_len: int
     logits_indices: torch.Tensor  # [S] int64: rows whose logits are computed
+    logits_all_rows: bool = False  # logits_indices is 0..T-1 (decode): no gather needed
 
     @property
     def num_tokens(self) -> int:

@@ -106,12 +106,13 @@ class LlamaModel:
             h = self._mlp(i, layer, x)
         if fb.logits_indices.numel() == 0:  # a prefill chunk that samples nothing
             return h[:0]
-        h = h.index_select(0, fb.logits_indices)
-        residual = residual.index_select(0, fb.logits_indices)
+        if not fb.logits_all_rows:
+            h = h.index_select(0, fb.logits_indices)
+            residual = residual.index_select(0, fb.logits_indices)
         x, _ = ops.add_rms_norm(h, residual, self.w.norm, eps)
         return x
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """[S, dim] -> [S, vocab] float32."""
         x = QAct(hidden) if self.lm_head_int8 else hidden
-        return self.ops.qlinear(x, self.w.lm_head).float()
+        return self.ops.qlinear(x, self.w.lm_head, out_dtype=torch.float32)
