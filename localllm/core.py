@@ -50,6 +50,12 @@ class SamplingParams:
         return self.temperature == 0.0 or self.top_k == 1
 
     @property
+    def plain_greedy(self) -> bool:
+        """The argmax of the raw logits is the whole answer (no penalties, no logprobs): the
+        engine may take the id computed on the device in the decode CUDA graph."""
+        return self.greedy and not self.needs_penalties and self.logprobs is None
+
+    @property
     def needs_penalties(self) -> bool:
         return (
             self.repetition_penalty != 1.0

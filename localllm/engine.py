@@ -145,8 +145,7 @@ class LLMEngine:
         if not sample_items:
             return accepted
         srows = [self._sampling_row(it.seq) for it, _ in sample_items]
-        plain = lambda p: p.greedy and not p.needs_penalties and p.logprobs is None  # noqa: E731
-        if greedy is not None and all(plain(r.params) for r in srows):
+        if greedy is not None and all(r.params.plain_greedy for r in srows):
             ids = greedy.tolist()
             for it, r0 in sample_items:
                 accepted[it.seq.seq_id] = [ids[r0]]

@@ -164,3 +164,30 @@ def test_decode_prefill_chunk_caps_prefill_beside_decodes(stories):
     assert max(long_chunks) == 8  # the long prompts: 8 tokens at a time beside decodes
     assert all(sum(n for length, n in step.items() if length > 64) <= 8 for step in seen)
     assert any(step.get(31) == 31 for step in seen)  # the short one: whole, in one step
+
+
+def test_device_greedy_ids_serve_plain_greedy_rows_only(stories):
+    """With a CUDA graph, the graph's argmax ids stand in for sampling when every sampled row is
+    plain greedy (no penalties, no logprobs); otherwise the sampler runs on the logits. Driven
+    here with a stand-in id tensor, so the two paths give visibly different ids."""
+    import torch
+
+    eng = _engine(stories)
+    plain = SamplingParams(max_tokens=4, temperature=0.0, ignore_eos=True)
+    logp = SamplingParams(max_tokens=4, temperature=0.0, ignore_eos=True, logprobs=2)
+    assert plain.plain_greedy and not logp.plain_greedy
+    assert not SamplingParams(temperature=0.0, repetition_penalty=1.2).plain_greedy
+    assert not SamplingParams(temperature=0.7).plain_greedy
+    for params, device_ids in ((plain, True), (logp, False)):
+        eng.add_request([1, 5, 9], params)
+        batch = eng.scheduler.schedule()
+        out = eng.runner.execute(batch)
+        stand_in = out.logits.argmin(dim=-1)  # not what greedy sampling would pick
+        got = eng._sample(batch, out.logits, out.rows, stand_in)
+        want = stand_in if device_ids else out.logits.argmax(dim=-1)
+        assert list(got.values()) == [[int(want[0])]]
+        eng.scheduler.update(batch, got)
+        eng._postprocess(batch, got)
+        while eng.has_work():
+            eng.step()
+    assert _all_blocks_free_or_cached(eng)

@@ -45,6 +45,21 @@ def _case(heads: Heads, qtypes: list[QT], k: int, bias: bool, seed: int):
 
 
 
+def _fused_vs_separate(ws, b, heads, x, pos, cs, cache, slot):
+    """The fused op and the separate Triton ops on the same input: asserts they agree and
+    returns (fused qkv, its k cache, its v cache)."""
+    sep_kc, sep_vc = cache(), cache()
+    sep = compose(qlinear_triton, rope_triton, QAct(x), ws, b, heads, pos, cs, sep_kc, sep_vc,
+                  None, None, slot)  # fmt: skip
+    kc, vc = cache(), cache()
+    out = Ops("triton").qkv_rope_store(QAct(x), ws, b, heads, pos, cs, kc, vc, None, None, slot)
+    tol = dict(rtol=2e-3, atol=2e-3 * sep.abs().max().item())
+    torch.testing.assert_close(out, sep, **tol)
+    torch.testing.assert_close(kc, sep_kc, **tol)
+    torch.testing.assert_close(vc, sep_vc, **tol)
+    return out, kc, vc
+
+
 @pytest.mark.parametrize("interleaved", [True, False])
 @pytest.mark.parametrize("qtypes,bias", [([QT.Q4_K, QT.Q6_K], False), ([QT.Q8_0], True),
                                          ([QT.Q4_0], False), ([QT.Q8_0, QT.Q4_K], True)])
@@ -52,17 +67,8 @@ def test_fused_qkv_rope_matches_separate_ops(interleaved: bool, qtypes: list[QT]
     heads = Heads(4, 2, 64, interleaved) if DEV == "cuda" else Heads(2, 1, 16, interleaved)
     ws, b, x, pos, cs, cache = _case(heads, qtypes, 256, bias, seed=len(qtypes) + int(bias))
     slot = torch.tensor([16 * 2 + 5], device=DEV)
-    sep_kc, sep_vc = cache(), cache()
-    a = QAct(x)
-    assert fused.fusable(a, ws, heads, cs, sep_kc, sep_vc)
-    sep = compose(qlinear_triton, rope_triton, a, ws, b, heads, pos, cs, sep_kc, sep_vc, None,
-                  None, slot)  # fmt: skip
-    kc, vc = cache(), cache()
-    out = Ops("triton").qkv_rope_store(QAct(x), ws, b, heads, pos, cs, kc, vc, None, None, slot)
-    tol = dict(rtol=2e-3, atol=2e-3 * sep.abs().max().item())
-    torch.testing.assert_close(out, sep, **tol)
-    torch.testing.assert_close(kc, sep_kc, **tol)
-    torch.testing.assert_close(vc, sep_vc, **tol)
+    assert fused.fusable(QAct(x), ws, heads, cs, cache(), cache())
+    out, kc, vc = _fused_vs_separate(ws, b, heads, x, pos, cs, cache, slot)
     assert kc[2, :, 5].abs().sum() > 0 and vc[2, :, 5].abs().sum() > 0
     assert kc.abs().sum() == kc[2, :, 5].abs().sum()  # nothing else written
     # the same within int8-activation error of the float reference op
@@ -105,13 +111,4 @@ def test_gpu_fused_qkv_rope_8b_heads() -> None:
         pytest.skip("needs CUDA")
     heads = Heads(32, 8, 128, True)
     ws, b, x, pos, cs, cache = _case(heads, [QT.Q4_K, QT.Q6_K], 4096, False, seed=5)
-    slot = torch.tensor([40], device=DEV)
-    sep_kc, sep_vc = cache(), cache()
-    sep = compose(qlinear_triton, rope_triton, QAct(x), ws, None, heads, pos, cs, sep_kc, sep_vc,
-                  None, None, slot)  # fmt: skip
-    kc, vc = cache(), cache()
-    out = Ops("triton").qkv_rope_store(QAct(x), ws, None, heads, pos, cs, kc, vc, None, None, slot)
-    tol = dict(rtol=2e-3, atol=2e-3 * sep.abs().max().item())
-    torch.testing.assert_close(out, sep, **tol)
-    torch.testing.assert_close(kc, sep_kc, **tol)
-    torch.testing.assert_close(vc, sep_vc, **tol)
+    _fused_vs_separate(ws, None, heads, x, pos, cs, cache, torch.tensor([40], device=DEV))
