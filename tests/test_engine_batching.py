@@ -170,7 +170,6 @@ def test_device_greedy_ids_serve_plain_greedy_rows_only(stories):
     """With a CUDA graph, the graph's argmax ids stand in for sampling when every sampled row is
     plain greedy (no penalties, no logprobs); otherwise the sampler runs on the logits. Driven
     here with a stand-in id tensor, so the two paths give visibly different ids."""
-    import torch
 
     eng = _engine(stories)
     plain = SamplingParams(max_tokens=4, temperature=0.0, ignore_eos=True)
