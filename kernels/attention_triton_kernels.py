@@ -6,8 +6,11 @@ query heads that share kv head h, so each KV page is read once per head group (G
 the score tile is a tensor-core `tl.dot` even for one decode token. Pages are gathered through
 the block table and int8/fp8 pages are dequantized on the fly: the per-token K scale multiplies
 the score columns and the V scale multiplies the probabilities before P @ V.
-  decode  (small q_len): split-KV "flash decoding"; SPLIT writes per-partition (out, lse) that
-                         _merge_kernel combines with a log-sum-exp merge.
+  decode  (small q_len): split-KV "flash decoding"; MERGE: the partitions holding keys of a
+                         sequence write (out, lse) and the last of them to finish combines them
+                         (log-sum-exp merge; one partition writes the output directly). SPLIT
+                         without MERGE (short chunks over a long context) leaves the merge to
+                         _merge_kernel.
   prefill (large q_len): one partition, rows tiled over the chunk, causal mask against the
                          chunk's positions (which may start after cached tokens).
 """
