@@ -238,7 +238,7 @@ def _step(FMT: tl.constexpr, acc, x, wd, hi, s, d, m, EMU: tl.constexpr, PREC: t
 
 @triton.jit
 def _qmm_kernel(
-    x_ptr, out_ptr, bias_ptr, p0, p1, p2, p3, p4,
+    x_ptr, out_ptr, bias_ptr, p0, p1, p2, p3, p4, res_ptr, cnt_ptr,
     T, N, G, stride_xm, stride_om, groups_per_split,
     FMT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, NG: tl.constexpr,
     HAS_BIAS: tl.constexpr, ATOMIC: tl.constexpr, PREC: tl.constexpr, SWAP: tl.constexpr,
@@ -246,7 +246,10 @@ def _qmm_kernel(
 ):  # fmt: skip
     """out [T, N] (+)= x [T, K] @ W^T (+ bias), K = 32 G; program (n, m, s) owns weight rows
     [n BN, n BN + BN), x rows [m BM, m BM + BM) and 32-element groups
-    [s groups_per_split, (s + 1) groups_per_split) (NG divides both G and groups_per_split)."""
+    [s groups_per_split, (s + 1) groups_per_split) (NG divides both G and groups_per_split).
+    ATOMIC (split K): out is a zeroed fp32 workspace the splits add into; the last split of a
+    tile to finish (a counter per tile) stores the tile to res [T, N] in res's dtype and zeroes
+    the workspace tile and the counter again, so no zeroing or conversion kernel is needed."""
     pid_m = tl.program_id(0)  # M blocks of one weight tile run side by side: it is read from
     pid_n = tl.program_id(1)  # memory once and from L2 by the others
     pid_k = tl.program_id(2)
@@ -285,6 +288,15 @@ def _qmm_kernel(
     optrs = out_ptr + offs_m[:, None] * stride_om + offs_n[None, :]
     omask = mask_m[:, None] & mask_n[None, :]
     _write_out(acc, optrs, omask, bias_ptr, offs_n, mask_n, pid_k, HAS_BIAS, ATOMIC)
+    if ATOMIC:  # the last split of this tile converts it (release ours, acquire the others')
+        tl.debug_barrier()
+        cnt = cnt_ptr + pid_m * tl.num_programs(1) + pid_n
+        if tl.atomic_add(cnt, 1, sem="acq_rel", scope="gpu") == tl.num_programs(2) - 1:
+            tile = tl.load(optrs, mask=omask, other=0.0, cache_modifier=".cg")
+            tl.store(res_ptr + offs_m[:, None] * stride_om + offs_n[None, :],
+                     tile.to(res_ptr.dtype.element_ty), mask=omask)  # fmt: skip
+            tl.store(optrs, tl.zeros_like(tile), mask=omask)
+            tl.atomic_xchg(cnt, 0)
 
 
 @dataclass(frozen=True)
@@ -379,15 +391,42 @@ def _launch(x, planes, fmt, n, bias, cfg: MMConfig) -> torch.Tensor:
     ng = _largest_ng(max(cfg.ng, 8) if fmt in SUPER_BLOCK else cfg.ng, groups)
     per_split = triton.cdiv(triton.cdiv(groups, ng), cfg.split) * ng
     split = triton.cdiv(groups, per_split)
-    dtype = torch.float32 if split > 1 else x.dtype  # split K: fp32 atomics into zeros
-    acc = (torch.zeros if split > 1 else torch.empty)((t, n), device=x.device, dtype=dtype)
-    ps = list(planes) + [planes[0]] * (5 - len(planes))
+    out = torch.empty((t, n), device=x.device, dtype=x.dtype)
     grid = (triton.cdiv(t, cfg.bm), triton.cdiv(n, cfg.bn), split)
+    # split K: fp32 atomics into a persistent zeroed workspace, converted in the kernel
+    acc = _workspace(x.device, t * n).view(t, n) if split > 1 else out
+    cnt = _tile_counters(x.device, grid[0] * grid[1]) if split > 1 else out
+    ps = list(planes) + [planes[0]] * (5 - len(planes))
     _qmm_kernel[grid](
-        x, acc, bias if bias is not None else acc, *ps,
+        x, acc, bias if bias is not None else acc, *ps, out, cnt,
         t, n, groups, x.stride(0), acc.stride(0), per_split,
         FMT=FMT_CODES[fmt], BM=cfg.bm, BN=cfg.bn, NG=ng, HAS_BIAS=bias is not None,
         ATOMIC=split > 1, PREC="ieee" if x.dtype == torch.float32 else "tf32", SWAP=cfg.swap,
         EMU=os.environ.get("TRITON_INTERPRET") == "1", STAGES=cfg.stages, num_warps=cfg.warps,
     )  # fmt: skip
-    return acc if split == 1 else acc.to(x.dtype)
+    return out
+
+
+# Split-K scratch, zero between launches (each launch leaves what it used zeroed). Kept for the
+# process: CUDA graphs captured with a buffer keep its address, so a bigger one is added, never
+# swapped in for a smaller one that graphs may still use.
+_WORKSPACES: dict[torch.device, list[torch.Tensor]] = {}
+_COUNTERS: dict[torch.device, list[torch.Tensor]] = {}
+
+
+def _grow(pool: dict[torch.device, list[torch.Tensor]], device: torch.device, n: int,
+          dtype: torch.dtype) -> torch.Tensor:  # fmt: skip
+    bufs = pool.setdefault(device, [])
+    if not bufs or bufs[-1].numel() < n:
+        bufs.append(torch.zeros(max(n, 1 << 16), dtype=dtype, device=device))
+    return bufs[-1][:n]
+
+
+def _workspace(device: torch.device, n: int) -> torch.Tensor:
+    """fp32 zeros [n] (at least) for the split-K partial sums."""
+    return _grow(_WORKSPACES, device, n, torch.float32)
+
+
+def _tile_counters(device: torch.device, n: int) -> torch.Tensor:
+    """int32 zeros [n]: per output tile, how many K splits have added their part."""
+    return _grow(_COUNTERS, device, n, torch.int32)
