@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 from gguf import GGMLQuantizationType as QT
+from test_kernels_qlinear import KERNEL_QTYPES, random_raw  # shared fixtures of the qlinear tests
 
 from localllm.kernels.qlinear import dequantize_weight, pack_weight, qlinear_ref
-from test_kernels_qlinear import KERNEL_QTYPES, random_raw  # shared fixtures of the qlinear tests
 
 mm = pytest.importorskip("localllm.kernels.qlinear_mm_triton")
 
