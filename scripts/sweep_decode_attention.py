@@ -5,10 +5,12 @@ Usage: python3 scripts/sweep_decode_attention.py"""
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton.testing
+from bench_attention import paged_inputs  # scripts/ is the working directory
 
-from bench_attention import paged_inputs  # noqa: E402 (scripts/ is the working directory)
 from localllm.kernels.attention_triton import plan_launch, run_paged_attention
 
 WINDOW = 4352
@@ -21,7 +23,8 @@ def main() -> None:
         for parts in (None, 34, 68):
             plan = plan_launch(1, 8, 4, 128, 1, WINDOW, 264, parts)
             for stages in (1, 2, 3):
-                fn = lambda: run_paged_attention(*args, parts=parts, num_stages=stages, quant="w4")  # noqa: E731
+                fn = functools.partial(run_paged_attention, *args, parts=parts, num_stages=stages,
+                                       quant="w4")  # fmt: skip
                 fn()
                 us = triton.testing.do_bench_cudagraph(fn, rep=50) * 1e3
                 print(f"seq {seq:5d} part_len {plan.part_len:4d} ({plan.parts:2d} parts) "
