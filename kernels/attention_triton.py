@@ -96,9 +96,10 @@ def run_paged_attention(q, k_cache, v_cache, k_scale, v_scale, block_tables, cu_
     """paged_attention with a forced number of KV partitions / pipeline stages (tests, bench).
     With `quant` (an int8 layout), one token and a split-KV plan, the merge also writes the
     int8 form of the output (as one row [Hq D]) and a QAct is returned. A decode plan merges
-    in the attention kernel itself: of the partitions that hold keys of a sequence, the last
-    to finish combines them (one partition writes the output directly); longer chunks over a
-    split KV take the separate merge kernel."""
+    in the attention kernel itself: it spreads each sequence's live context over the planned
+    partitions (at least one KV tile each), and of those that hold keys the last to finish
+    combines them (one partition writes the output directly); longer chunks over a split KV
+    take the separate merge kernel with the planned partition length."""
     check_attention_args(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens)
     _check_layout(q, k_cache, v_cache, k_scale, v_scale, block_tables)
     t, hq, d = q.shape
