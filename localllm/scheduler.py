@@ -104,8 +104,7 @@ class Scheduler:
         self._long_left = cap if scheduled and cap else budget
         for seq in prefills:
             if seq.status is SeqStatus.RUNNING:
-                work = seq.num_tokens - seq.num_cached_prompt  # its prefill work, all chunks
-                budget = self._schedule_running(seq, budget, scheduled, batch, self._allowed(work, budget))
+                budget = self._schedule_running(seq, budget, scheduled, batch)
         if not batch.preempted:
             self._admit_waiting(budget, scheduled, batch)
         batch.items = list(scheduled.values())
@@ -122,18 +121,17 @@ class Scheduler:
             self._long_left -= n
 
     def _schedule_running(
-        self, seq: Sequence, budget: int, scheduled: dict[int, ScheduledSeq], batch: ScheduledBatch,
-        allowed: int | None = None,
+        self, seq: Sequence, budget: int, scheduled: dict[int, ScheduledSeq], batch: ScheduledBatch
     ) -> int:
-        """Schedule one running seq within `allowed` (default: budget) tokens; new budget. When
+        """Schedule one running seq (a prefill within its `_allowed` share); new budget. When
         blocks are short, first shrink the work to what fits (fewer drafts, a smaller prefill
         chunk), then preempt the newest running seq."""
         if self._never_fits(seq):
             self.finish(seq, "length")
             batch.finished.append(seq)
             return budget
-        work = seq.num_tokens - seq.num_cached_prompt
-        item = self._plan(seq, budget if allowed is None else allowed)
+        work = seq.num_tokens - seq.num_cached_prompt  # its prefill work, all chunks
+        item = self._plan(seq, self._allowed(work, budget) if seq.in_prefill else budget)
         if item is None:
             return budget
         while not self.block_manager.allocate(seq, item.num_tokens):
