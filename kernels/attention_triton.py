@@ -21,6 +21,7 @@ from localllm.kernels.quant_act import QUANT_CODES, QAct
 from localllm.kernels.quant_act_triton import act_buffers
 from localllm.kernels.registry import register
 from localllm.kernels.rope_kv import is_quantized
+from localllm.kernels.scratch import ZeroScratch
 
 DECODE_MAX_Q = 16  # q_len up to this (decode, speculative verification) takes the split-KV plan
 MIN_PART = 128  # fewest KV tokens per decode partition
@@ -123,7 +124,7 @@ def run_paged_attention(q, k_cache, v_cache, k_scale, v_scale, block_tables, cu_
     code = QUANT_CODES[quant] if split and t == 1 and d == d_pad and d % 32 == 0 else 0
     xq, xs = act_buffers(1, hq * d, q.device) if code else (out, out)
     grid = (plan.m_blocks, batch * n_kv, plan.parts)
-    cnt = _counters(q.device, grid[0] * grid[1]) if merge else lse_p
+    cnt = _COUNTERS.get(q.device, grid[0] * grid[1]) if merge else lse_p
     _attn_kernel[grid](
         q, k_cache, v_cache, ks, vs, block_tables, cu_seqlens_q, seq_lens, out, out_p, lse_p,
         q.stride(0), q.stride(1), *k_cache.stride()[:3], *v_cache.stride()[:3],
@@ -146,15 +147,8 @@ def run_paged_attention(q, k_cache, v_cache, k_scale, v_scale, block_tables, cu_
     return out
 
 
-_COUNTERS: dict[tuple[torch.device, int], torch.Tensor] = {}
-
-
-def _counters(device: torch.device, n: int) -> torch.Tensor:
-    """Persistent int32 zeros [n]: the merge counters, reset by the program that merges (so a
-    CUDA graph replays them without a memset)."""
-    if (device, n) not in _COUNTERS:
-        _COUNTERS[device, n] = torch.zeros(n, dtype=torch.int32, device=device)
-    return _COUNTERS[device, n]
+# per row tile of a decode step: how many KV partitions have stored (the last one merges)
+_COUNTERS = ZeroScratch(torch.int32)
 
 
 @register("paged_attention", "triton")

@@ -14,6 +14,7 @@ MODE_DOT rebuilds fp16 weights for `tl.dot`; MODE_STORE writes them to a dense w
 
 from __future__ import annotations
 
+import torch
 import triton
 import triton.language as tl
 
@@ -52,6 +53,12 @@ def _field(FMT: tl.constexpr, words, extra, S: tl.constexpr):
     else:  # q6_k: nibble + 2 high bits per field (extra: one int16 per word)
         v = _unit(_bits(words, 4 * S, 4, 17) | _bits(extra, 2 * S, 2, 21))
     return v
+
+
+def plane_args(planes: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The five plane pointers the qlinear kernels take (formats with fewer planes repeat the
+    first one in the unused slots)."""
+    return list(planes) + [planes[0]] * (5 - len(planes))
 
 
 @triton.jit

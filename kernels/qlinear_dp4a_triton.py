@@ -25,7 +25,7 @@ import torch
 import triton
 import triton.language as tl
 
-from localllm.kernels.qlinear_core_triton import _write_out
+from localllm.kernels.qlinear_core_triton import _write_out, plane_args
 from localllm.kernels.qlinear_half2_triton import _split4
 from localllm.kernels.qlinear_mm_triton import FMT_CODES, PLANES  # noqa: F401 (PLANES: callers)
 from localllm.kernels.quant_act import ACT_LAYOUT  # noqa: F401 (re-exported for callers)
@@ -336,10 +336,9 @@ def dp4a_launch(
     out = (torch.zeros if split > 1 else torch.empty)((t, n), device=xq.device, dtype=dtype)
     if t == 0:
         return out.to(out_dtype)
-    ps = list(planes) + [planes[0]] * (5 - len(planes))
     grid = (triton.cdiv(n, cfg.bn), t, split)
     _dp4a_kernel[grid](
-        xq, xs, out, bias if bias is not None else out, *ps,
+        xq, xs, out, bias if bias is not None else out, *plane_args(planes),
         n, groups, per_split, k // 4, xs.stride(0), out.stride(0),
         FMT=FMT_CODES[fmt], BN=cfg.bn, NG=ng, ATOMIC=split > 1, HAS_BIAS=bias is not None,
         EMU=os.environ.get("TRITON_INTERPRET") == "1", num_warps=cfg.warps, num_stages=1,
@@ -373,10 +372,9 @@ def dp4a_rope_launch(
         return
     (fa, na, pa), (fb, _, pb) = weights[0], weights[-1]
     groups = lambda f: k // (16 if f == "q8_0" else 32)  # noqa: E731
-    pad = lambda ps: list(ps) + [ps[0]] * (5 - len(ps))  # noqa: E731
     pairs = sum(n for _, n, _ in weights) // 2
     _dp4a_rope_kernel[(pairs, t)](
-        xq, xs, out, bias if bias is not None else out, *pad(pa), *pad(pb), positions, cos_sin,
+        xq, xs, out, bias if bias is not None else out, *plane_args(pa), *plane_args(pb), positions, cos_sin,
         slot_mapping, k_cache, v_cache, groups(fa), groups(fb), na // 2, head0, k // 4,
         xs.stride(0), out.stride(0), cos_sin.stride(0), *k_cache.stride()[:3], n_q_heads,
         n_kv_heads, FMT_A=FMT_CODES[fa], FMT_B=FMT_CODES[fb],

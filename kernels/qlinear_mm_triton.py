@@ -25,8 +25,9 @@ import torch
 import triton
 import triton.language as tl
 
-from localllm.kernels.qlinear_core_triton import _write_out
+from localllm.kernels.qlinear_core_triton import _write_out, plane_args
 from localllm.kernels.qlinear_half2_triton import _decode_asm, _high_asm, _pack
+from localllm.kernels.scratch import ZeroScratch
 
 SUPER_BLOCK = ("q4_k", "q5_k", "q6_k")  # K is a multiple of 256
 FMT_CODES: dict[str, int] = {"q8_0": 0, "q4_0": 1, "q4_k": 2, "q5_k": 3, "q6_k": 4}
@@ -394,11 +395,10 @@ def _launch(x, planes, fmt, n, bias, cfg: MMConfig) -> torch.Tensor:
     out = torch.empty((t, n), device=x.device, dtype=x.dtype)
     grid = (triton.cdiv(t, cfg.bm), triton.cdiv(n, cfg.bn), split)
     # split K: fp32 atomics into a persistent zeroed workspace, converted in the kernel
-    acc = _workspace(x.device, t * n).view(t, n) if split > 1 else out
-    cnt = _tile_counters(x.device, grid[0] * grid[1]) if split > 1 else out
-    ps = list(planes) + [planes[0]] * (5 - len(planes))
+    acc = _WORKSPACE.get(x.device, t * n).view(t, n) if split > 1 else out
+    cnt = _COUNTERS.get(x.device, grid[0] * grid[1]) if split > 1 else out
     _qmm_kernel[grid](
-        x, acc, bias if bias is not None else acc, *ps, out, cnt,
+        x, acc, bias if bias is not None else acc, *plane_args(planes), out, cnt,
         t, n, groups, x.stride(0), acc.stride(0), per_split,
         FMT=FMT_CODES[fmt], BM=cfg.bm, BN=cfg.bn, NG=ng, HAS_BIAS=bias is not None,
         ATOMIC=split > 1, PREC="ieee" if x.dtype == torch.float32 else "tf32", SWAP=cfg.swap,
@@ -407,26 +407,5 @@ def _launch(x, planes, fmt, n, bias, cfg: MMConfig) -> torch.Tensor:
     return out
 
 
-# Split-K scratch, zero between launches (each launch leaves what it used zeroed). Kept for the
-# process: CUDA graphs captured with a buffer keep its address, so a bigger one is added, never
-# swapped in for a smaller one that graphs may still use.
-_WORKSPACES: dict[torch.device, list[torch.Tensor]] = {}
-_COUNTERS: dict[torch.device, list[torch.Tensor]] = {}
-
-
-def _grow(pool: dict[torch.device, list[torch.Tensor]], device: torch.device, n: int,
-          dtype: torch.dtype) -> torch.Tensor:  # fmt: skip
-    bufs = pool.setdefault(device, [])
-    if not bufs or bufs[-1].numel() < n:
-        bufs.append(torch.zeros(max(n, 1 << 16), dtype=dtype, device=device))
-    return bufs[-1][:n]
-
-
-def _workspace(device: torch.device, n: int) -> torch.Tensor:
-    """fp32 zeros [n] (at least) for the split-K partial sums."""
-    return _grow(_WORKSPACES, device, n, torch.float32)
-
-
-def _tile_counters(device: torch.device, n: int) -> torch.Tensor:
-    """int32 zeros [n]: per output tile, how many K splits have added their part."""
-    return _grow(_COUNTERS, device, n, torch.int32)
+_WORKSPACE = ZeroScratch(torch.float32)  # split-K partial sums [T, N]
+_COUNTERS = ZeroScratch(torch.int32)  # per output tile: how many K splits have added their part

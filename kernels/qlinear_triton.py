@@ -28,13 +28,20 @@ import triton
 import triton.language as tl
 
 from localllm.kernels.qlinear import QuantWeight
-from localllm.kernels.quant_act import ACT_LAYOUT, QAct
-from localllm.kernels.quant_act_triton import fill_lazily
-from localllm.kernels.qlinear_core_triton import MODE_DOT, MODE_STORE, MODE_VEC, _consume, _write_out
-from localllm.kernels.qlinear_half2_triton import H2_CENTER, _vec_h2
+from localllm.kernels.qlinear_core_triton import (
+    MODE_DOT,
+    MODE_STORE,
+    MODE_VEC,
+    _consume,
+    _write_out,
+    plane_args,
+)
 from localllm.kernels.qlinear_dp4a_triton import dp4a_config, dp4a_launch
+from localllm.kernels.qlinear_half2_triton import H2_CENTER, _vec_h2
 from localllm.kernels.qlinear_mm_triton import BIG_SMEM, MM_MAX_T, PLANES, mm_config, qmm_launch
 from localllm.kernels.qlinear_tile_triton import _load_tile
+from localllm.kernels.quant_act import ACT_LAYOUT, QAct
+from localllm.kernels.quant_act_triton import fill_lazily
 from localllm.kernels.registry import register
 
 
@@ -234,8 +241,7 @@ def _launch(
 ) -> None:  # fmt: skip
     """One kernel launch; x [t, K] (ignored by MODE_STORE), out [t, N] or [N, K]."""
     f = _FORMATS[w.fmt]
-    planes = [w.tensors[p] for p in f.planes]
-    planes += [planes[0]] * (5 - len(planes))
+    planes = plane_args([w.tensors[p] for p in f.planes])
     group = f.words * f.fields  # elements per group
     groups, ng = w.k // group, cfg.tile // group
     per_split = triton.cdiv(triton.cdiv(groups, ng), cfg.split) * ng

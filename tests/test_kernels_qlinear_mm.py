@@ -105,5 +105,5 @@ def test_split_k_leaves_its_workspace_zeroed() -> None:
         out = mm.qmm_launch(x, [w.tensors[p] for p in mm.PLANES["q4_k"]], "q4_k", n, None, cfg)
         ref = qlinear_ref(x, w, None)
         torch.testing.assert_close(out, ref, rtol=1e-3, atol=1e-3 * ref.abs().max().item())
-    assert all(int(b.abs().sum()) == 0 for bufs in mm._WORKSPACES.values() for b in bufs)
-    assert all(int(b.abs().sum()) == 0 for bufs in mm._COUNTERS.values() for b in bufs)
+    assert all(int(b.abs().sum()) == 0 for b in mm._WORKSPACE.buffers())
+    assert all(int(b.abs().sum()) == 0 for b in mm._COUNTERS.buffers())
