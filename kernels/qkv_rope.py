@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from localllm.kernels.qlinear import QuantWeight, qlinear_ref
+from localllm.kernels.qlinear import QuantWeight, linear_stacked, qlinear_ref
 from localllm.kernels.quant_act import QAct
 from localllm.kernels.registry import register
 from localllm.kernels.rope_kv import rope_store_kv as rope_store_kv_ref
@@ -32,11 +32,7 @@ def compose(qlinear: Callable, rope_store_kv: Callable, x: torch.Tensor | QAct,
             v_cache: torch.Tensor, k_scale: torch.Tensor | None, v_scale: torch.Tensor | None,
             slot_mapping: torch.Tensor) -> torch.Tensor:  # fmt: skip
     """qkv from separate ops: the weights' outputs side by side (+ bias), then RoPE + store."""
-    if len(ws) == 1:
-        qkv = qlinear(x, ws[0], bias)
-    else:
-        qkv = torch.cat([qlinear(x, w) for w in ws], dim=-1)
-        qkv = qkv + bias if bias is not None else qkv
+    qkv = linear_stacked(qlinear, x, ws, bias)
     t, d = qkv.shape[0], heads.dim
     q = qkv[:, : heads.n_q * d].view(t, heads.n_q, d)
     k = qkv[:, heads.n_q * d : (heads.n_q + heads.n_kv) * d].view(t, heads.n_kv, d)

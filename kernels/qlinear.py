@@ -10,6 +10,7 @@ layouts are private to the `qlinear*` modules and documented in `qlinear_pack`;
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -94,6 +95,16 @@ def dequantize_weight(w: QuantWeight, dtype: torch.dtype = torch.float32) -> tor
     if w.fmt == "dense":
         return w.tensors["w"].to(dtype)
     return DEQUANT[w.fmt](w.tensors, w.n, w.k).to(dtype)
+
+
+def linear_stacked(qlinear: Callable[..., torch.Tensor], x: torch.Tensor | QAct,
+                   ws: list[QuantWeight], bias: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
+    """x [T, K] through weights stacked along N (one fused QKV / gate+up weight, or runs of one
+    format each, concatenated) with a `qlinear` op -> [T, N] (+ bias [N])."""
+    if len(ws) == 1:
+        return qlinear(x, ws[0], bias)
+    out = torch.cat([qlinear(x, w) for w in ws], dim=-1)
+    return out + bias if bias is not None else out
 
 
 @register("qlinear", "reference")

@@ -12,19 +12,11 @@ import torch
 
 from localllm.config import ModelConfig
 from localllm.kernels.qkv_rope import Heads
-from localllm.kernels.qlinear import QuantWeight
+from localllm.kernels.qlinear import linear_stacked
 from localllm.kernels.quant_act import QAct, int8_layout
 from localllm.kernels.registry import Ops
 from localllm.model.batch import ForwardBatch, KVCache
 from localllm.model.weights import LayerWeights, ModelWeights
-
-
-def _linear(ops: Ops, x: torch.Tensor | QAct, ws: list[QuantWeight], bias: torch.Tensor | None = None) -> torch.Tensor:
-    """x [T, K] through one fused weight (or several, concatenated) -> [T, N]."""
-    if len(ws) == 1:
-        return ops.qlinear(x, ws[0], bias)
-    out = torch.cat([ops.qlinear(x, w) for w in ws], dim=-1)
-    return out + bias if bias is not None else out
 
 
 @dataclass(frozen=True)
@@ -68,7 +60,7 @@ class LlamaModel:
                                      fb.slot_mapping)  # [T, q + 2 kv]  # fmt: skip
             q = qkv[:, : cfg.q_size].view(T, cfg.n_heads, cfg.head_dim)
         else:
-            qkv = _linear(ops, x, layer.wqkv, layer.bqkv)  # [T, q + 2 kv]
+            qkv = linear_stacked(ops.qlinear, x, layer.wqkv, layer.bqkv)  # [T, q + 2 kv]
             q = qkv[:, : cfg.q_size].view(T, cfg.n_heads, cfg.head_dim)
             k = qkv[:, cfg.q_size : cfg.q_size + cfg.kv_size].view(T, cfg.n_kv_heads, cfg.head_dim)
             v = qkv[:, cfg.q_size + cfg.kv_size :].view(T, cfg.n_kv_heads, cfg.head_dim)
@@ -89,7 +81,7 @@ class LlamaModel:
 
     def _mlp(self, i: int, layer: LayerWeights, x: torch.Tensor | QAct) -> torch.Tensor:
         F = self.cfg.ffn_dim
-        gu = _linear(self.ops, x, layer.w_gate_up)  # [T, 2F]
+        gu = linear_stacked(self.ops.qlinear, x, layer.w_gate_up)  # [T, 2F]
         return self.ops.qlinear(self.ops.silu_mul(gu[:, :F], gu[:, F:], quant=self.act[i].down), layer.w_down)
 
     def forward(self, fb: ForwardBatch, kv: KVCache) -> torch.Tensor:
