@@ -13,7 +13,6 @@ from localllm.kernels.quant_act_triton import _quant_store, act_buffers
 from localllm.kernels.registry import register
 
 
-
 @triton.jit
 def _rms_norm_kernel(
     X, R, W, OUT, R_OUT,  # X/R/OUT/R_OUT [rows, D] with unit column stride
