@@ -33,19 +33,27 @@ _MAX_DIMS = 4  # GGML_MAX_DIMS
 V = GGUFValueType
 # scalar value types: struct format (little endian) and the numpy dtype of their arrays
 _SCALARS: dict[GGUFValueType, tuple[struct.Struct, type]] = {
-    V.UINT8: (struct.Struct("<B"), np.uint8), V.INT8: (struct.Struct("<b"), np.int8),
-    V.UINT16: (struct.Struct("<H"), np.uint16), V.INT16: (struct.Struct("<h"), np.int16),
-    V.UINT32: (struct.Struct("<I"), np.uint32), V.INT32: (struct.Struct("<i"), np.int32),
-    V.UINT64: (struct.Struct("<Q"), np.uint64), V.INT64: (struct.Struct("<q"), np.int64),
-    V.FLOAT32: (struct.Struct("<f"), np.float32), V.FLOAT64: (struct.Struct("<d"), np.float64),
+    V.UINT8: (struct.Struct("<B"), np.uint8),
+    V.INT8: (struct.Struct("<b"), np.int8),
+    V.UINT16: (struct.Struct("<H"), np.uint16),
+    V.INT16: (struct.Struct("<h"), np.int16),
+    V.UINT32: (struct.Struct("<I"), np.uint32),
+    V.INT32: (struct.Struct("<i"), np.int32),
+    V.UINT64: (struct.Struct("<Q"), np.uint64),
+    V.INT64: (struct.Struct("<q"), np.int64),
+    V.FLOAT32: (struct.Struct("<f"), np.float32),
+    V.FLOAT64: (struct.Struct("<d"), np.float64),
     V.BOOL: (struct.Struct("<?"), np.bool_),
 }
 _U32, _U64 = struct.Struct("<I"), struct.Struct("<Q")
 # element dtype of tensors stored as plain arrays; every other type is exposed as raw bytes
 _PLAIN_DTYPES: dict[GGMLQuantizationType, type] = {
-    GGMLQuantizationType.F32: np.float32, GGMLQuantizationType.F16: np.float16,
-    GGMLQuantizationType.F64: np.float64, GGMLQuantizationType.I8: np.int8,
-    GGMLQuantizationType.I16: np.int16, GGMLQuantizationType.I32: np.int32,
+    GGMLQuantizationType.F32: np.float32,
+    GGMLQuantizationType.F16: np.float16,
+    GGMLQuantizationType.F64: np.float64,
+    GGMLQuantizationType.I8: np.int8,
+    GGMLQuantizationType.I16: np.int16,
+    GGMLQuantizationType.I32: np.int32,
     GGMLQuantizationType.I64: np.int64,
 }
 
@@ -85,8 +93,10 @@ class _Cursor:
         start, end = self.pos, self.pos + n
         if n < 0 or end > self.size:
             raise ModelLoadError(
-                self.path, f"truncated file: it ends inside the {self.where} "
-                f"(byte {end if n >= 0 else '?'} needed, file has {self.size} bytes)")
+                self.path,
+                f"truncated file: it ends inside the {self.where} "
+                f"(byte {end if n >= 0 else '?'} needed, file has {self.size} bytes)",
+            )
         self.pos = end
         return start
 
@@ -106,8 +116,9 @@ class _Cursor:
         try:
             return self.scalar(_SCALARS[V(vtype)][0])
         except (ValueError, KeyError):
-            raise ModelLoadError(self.path, f"corrupt GGUF: unknown value type {vtype} in the "
-                                 f"{self.where}") from None
+            raise ModelLoadError(
+                self.path, f"corrupt GGUF: unknown value type {vtype} in the {self.where}"
+            ) from None
 
     def array(self) -> list[Any]:
         sub, n = self.scalar(_U32), self.scalar(_U64)
@@ -195,8 +206,9 @@ class GGUFFile:
         try:
             self.version, self.metadata, infos = _read_header(cur)
         except (RecursionError, MemoryError, OverflowError, ValueError, struct.error) as e:
-            raise ModelLoadError(self.path, f"corrupt GGUF in the {cur.where} "
-                                 f"({type(e).__name__})") from None
+            raise ModelLoadError(
+                self.path, f"corrupt GGUF in the {cur.where} ({type(e).__name__})"
+            ) from None
         self.alignment = self._alignment()
         self.data_offset = -(-cur.pos // self.alignment) * self.alignment
         self.tensors: dict[str, RawTensor] = {}
@@ -210,7 +222,9 @@ class GGUFFile:
     def _alignment(self) -> int:
         a = self.metadata.get("general.alignment", GGUF_DEFAULT_ALIGNMENT)
         if not isinstance(a, int) or a <= 0 or a & (a - 1):
-            raise ModelLoadError(self.path, f"corrupt GGUF: general.alignment {a!r} is not a power of two")
+            raise ModelLoadError(
+                self.path, f"corrupt GGUF: general.alignment {a!r} is not a power of two"
+            )
         return a
 
     def _tensor(self, info: _TensorInfo) -> RawTensor:
@@ -218,21 +232,28 @@ class GGUFFile:
         try:
             qtype = GGMLQuantizationType(info.type_id)
         except ValueError:
-            raise ModelLoadError(self.path, f"unsupported quant type {qtype_name(info.type_id)} "
-                                 f"in tensor {name!r}") from None
+            raise ModelLoadError(
+                self.path, f"unsupported quant type {qtype_name(info.type_id)} in tensor {name!r}"
+            ) from None
         block, type_size = GGML_QUANT_SIZES[qtype]
         dims = info.dims or (1,)
         if dims[0] % block:
-            raise ModelLoadError(self.path, f"tensor {name!r} has rows of {dims[0]} elements, "
-                                 f"not a multiple of the {qtype.name} block size {block}")
+            raise ModelLoadError(
+                self.path,
+                f"tensor {name!r} has rows of {dims[0]} elements, "
+                f"not a multiple of the {qtype.name} block size {block}",
+            )
         n_elems = math.prod(dims)  # python ints: garbage dims cannot overflow
         nbytes = n_elems // block * type_size
         start = self.data_offset + info.offset
         if info.offset % self.alignment:
             raise ModelLoadError(self.path, f"corrupt GGUF: tensor {name!r} data is misaligned")
         if start + nbytes > len(self._buf):
-            raise ModelLoadError(self.path, f"truncated file: tensor {name!r} needs bytes up to "
-                                 f"{start + nbytes}, file has {len(self._buf)}")
+            raise ModelLoadError(
+                self.path,
+                f"truncated file: tensor {name!r} needs bytes up to "
+                f"{start + nbytes}, file has {len(self._buf)}",
+            )
         shape = tuple(reversed(dims))  # torch order
         plain = _PLAIN_DTYPES.get(qtype)
         if plain is not None:

@@ -71,7 +71,9 @@ def model_config_from_gguf(g: GGUFFile) -> ModelConfig:
     vocab = int(g.get(f"{arch}.vocab_size", embd.shape[0]))
     rope_dim = g.get(f"{arch}.rope.dimension_count", head_dim)
     if int(rope_dim) != head_dim:
-        raise ModelLoadError(g.path, f"partial rotary embeddings ({rope_dim} of {head_dim}) are not supported")
+        raise ModelLoadError(
+            g.path, f"partial rotary embeddings ({rope_dim} of {head_dim}) are not supported"
+        )
     try:
         return ModelConfig(
             arch=arch,

@@ -34,8 +34,14 @@ class BlockLayout:
 
 # byte offsets follow the C structs block_q4_0 ... block_q6_K in ggml-common.h
 _F16_FIELDS: dict[GGMLQuantizationType, tuple[int, ...]] = {
-    Q.F32: (), Q.F16: (), Q.BF16: (),
-    Q.Q4_0: (0,), Q.Q4_1: (0, 2), Q.Q5_0: (0,), Q.Q5_1: (0, 2), Q.Q8_0: (0,),
+    Q.F32: (),
+    Q.F16: (),
+    Q.BF16: (),
+    Q.Q4_0: (0,),
+    Q.Q4_1: (0, 2),
+    Q.Q5_0: (0,),
+    Q.Q5_1: (0, 2),
+    Q.Q8_0: (0,),
     Q.Q2_K: (80, 82),  # scales[16] qs[64] d dmin
     Q.Q3_K: (108,),  # hmask[32] qs[64] scales[12] d
     Q.Q4_K: (0, 2),  # d dmin scales[12] qs[128]
@@ -62,7 +68,9 @@ def check_supported(qtype: int, path: str, tensor_name: str) -> None:
     except ValueError:
         known = False
     if not known:
-        raise ModelLoadError(path, f"unsupported quant type {qtype_name(qtype)} in tensor {tensor_name!r}")
+        raise ModelLoadError(
+            path, f"unsupported quant type {qtype_name(qtype)} in tensor {tensor_name!r}"
+        )
 
 
 # ---- helpers over a [n, type_size] uint8 block matrix --------------------------------------
@@ -82,7 +90,9 @@ def _shifts(like: torch.Tensor, values: list[int], shape: tuple[int, ...]) -> to
     key = (like.device, tuple(values), shape)
     t = _SHIFT_CACHE.get(key)
     if t is None:
-        t = _SHIFT_CACHE[key] = torch.tensor(values, dtype=torch.uint8, device=like.device).reshape(shape)
+        t = _SHIFT_CACHE[key] = torch.tensor(values, dtype=torch.uint8, device=like.device).reshape(
+            shape
+        )
     return t
 
 
@@ -214,9 +224,19 @@ def _dq_q6_k(b: torch.Tensor) -> torch.Tensor:
 
 
 _DEQUANT: dict[GGMLQuantizationType, Callable[[torch.Tensor], torch.Tensor]] = {
-    Q.F32: _dq_f32, Q.F16: _dq_f16, Q.BF16: _dq_bf16,
-    Q.Q4_0: _dq_q4_0, Q.Q4_1: _dq_q4_1, Q.Q5_0: _dq_q5_0, Q.Q5_1: _dq_q5_1, Q.Q8_0: _dq_q8_0,
-    Q.Q2_K: _dq_q2_k, Q.Q3_K: _dq_q3_k, Q.Q4_K: _dq_q4_k, Q.Q5_K: _dq_q5_k, Q.Q6_K: _dq_q6_k,
+    Q.F32: _dq_f32,
+    Q.F16: _dq_f16,
+    Q.BF16: _dq_bf16,
+    Q.Q4_0: _dq_q4_0,
+    Q.Q4_1: _dq_q4_1,
+    Q.Q5_0: _dq_q5_0,
+    Q.Q5_1: _dq_q5_1,
+    Q.Q8_0: _dq_q8_0,
+    Q.Q2_K: _dq_q2_k,
+    Q.Q3_K: _dq_q3_k,
+    Q.Q4_K: _dq_q4_k,
+    Q.Q5_K: _dq_q5_k,
+    Q.Q6_K: _dq_q6_k,
 }
 assert set(_DEQUANT) == SUPPORTED_QTYPES
 
@@ -233,7 +253,9 @@ def dequantize(data: torch.Tensor, qtype: int) -> torch.Tensor:
         data = data.contiguous().view(torch.uint8)  # float payload -> its bytes
     lead, nbytes = tuple(data.shape[:-1]), data.shape[-1]
     if nbytes % lay.type_size:
-        raise ValueError(f"{qt.name}: last dim of {nbytes} bytes is not whole {lay.type_size}-byte blocks")
+        raise ValueError(
+            f"{qt.name}: last dim of {nbytes} bytes is not whole {lay.type_size}-byte blocks"
+        )
     blocks = data.contiguous().reshape(-1, lay.type_size)  # [n_blocks, type_size]
     out = fn(blocks)  # [n_blocks, block_size]
     return out.reshape(*lead, nbytes // lay.type_size * lay.block_size)

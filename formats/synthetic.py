@@ -66,8 +66,12 @@ ARCHS: dict[str, _ArchTraits] = {
 }
 
 # general.file_type names that are not simply MOSTLY_<type> (K-quants: the _M mixes)
-_FILE_TYPE_NAMES = {"F32": "ALL_F32", "Q3_K": "MOSTLY_Q3_K_M", "Q4_K": "MOSTLY_Q4_K_M",
-                    "Q5_K": "MOSTLY_Q5_K_M"}
+_FILE_TYPE_NAMES = {
+    "F32": "ALL_F32",
+    "Q3_K": "MOSTLY_Q3_K_M",
+    "Q4_K": "MOSTLY_Q4_K_M",
+    "Q5_K": "MOSTLY_Q5_K_M",
+}
 
 
 def file_type_for(qtype: GGMLQuantizationType) -> int:
@@ -93,7 +97,9 @@ class SyntheticSpec:
     tie_embeddings: bool = False  # no output.weight; the head reuses token_embd
     context_length: int = 4096
     rms_eps: float = 1e-5
-    rope_scaling: Mapping[str, str | int | float] = field(default_factory=dict)  # {arch}.rope.scaling.*
+    rope_scaling: Mapping[str, str | int | float] = field(
+        default_factory=dict
+    )  # {arch}.rope.scaling.*
     file_type: int | None = None  # None: from the type of blk.0.attn_q
     quant_scale: float = 0.002  # every fp16 scale field (d, dmin/m) of every quantized block
     weight_std: float = 0.02  # float weights ~ N(0, std); norms ~ 1 + N(0, std)
@@ -105,7 +111,9 @@ class SyntheticSpec:
             if getattr(self, k) <= 0:
                 raise ValueError(f"{k} must be positive")
         if self.n_heads % self.n_kv_heads:
-            raise ValueError(f"n_heads {self.n_heads} is not a multiple of n_kv_heads {self.n_kv_heads}")
+            raise ValueError(
+                f"n_heads {self.n_heads} is not a multiple of n_kv_heads {self.n_kv_heads}"
+            )
         if self.head_dim is None:
             if self.dim % self.n_heads:
                 raise ValueError(f"dim {self.dim} is not a multiple of n_heads {self.n_heads}")
@@ -137,7 +145,11 @@ class PlannedTensor:
 def _layer_tensors(s: SyntheticSpec, i: int) -> list[tuple[str, tuple[int, ...]]]:
     q, kv = s.n_heads * s.hd, s.n_kv_heads * s.hd
     out: list[tuple[str, tuple[int, ...]]] = [("attn_norm.weight", (s.dim,))]
-    out += [("attn_q.weight", (q, s.dim)), ("attn_k.weight", (kv, s.dim)), ("attn_v.weight", (kv, s.dim))]
+    out += [
+        ("attn_q.weight", (q, s.dim)),
+        ("attn_k.weight", (kv, s.dim)),
+        ("attn_v.weight", (kv, s.dim)),
+    ]
     if s.qkv_bias:
         out += [("attn_q.bias", (q,)), ("attn_k.bias", (kv,)), ("attn_v.bias", (kv,))]
     if s.qk_norm:
@@ -147,14 +159,18 @@ def _layer_tensors(s: SyntheticSpec, i: int) -> list[tuple[str, tuple[int, ...]]
     return out + [("ffn_down.weight", (s.dim, s.ffn))]
 
 
-def _planned(s: SyntheticSpec, name: str, shape: tuple[int, ...], layer: int | None) -> PlannedTensor:
+def _planned(
+    s: SyntheticSpec, name: str, shape: tuple[int, ...], layer: int | None
+) -> PlannedTensor:
     if len(shape) == 1:
         return PlannedTensor(name, shape, Q.F32)
     kind = name.split(".")[-2]
     qtype = s.tensor_type(kind, layer, s.n_layers)
     block = LAYOUTS[qtype].block_size if qtype in LAYOUTS else 0
     if not block or shape[1] % block:
-        raise ValueError(f"{name}: {qtype.name} needs rows of whole {block}-element blocks, got {shape[1]}")
+        raise ValueError(
+            f"{name}: {qtype.name} needs rows of whole {block}-element blocks, got {shape[1]}"
+        )
     return PlannedTensor(name, shape, qtype)
 
 
@@ -186,17 +202,27 @@ class Vocab:
         if n < len(self.tokens):
             raise ValueError(f"vocab size {n} is smaller than the tokenizer's {len(self.tokens)}")
         extra = range(len(self.tokens), n)
-        return Vocab(self.tokens + [f"[PAD{i}]" for i in extra], self.scores + [-10000.0] * len(extra),
-                     self.types + [int(TokenType.UNUSED)] * len(extra), self.special, self.model,
-                     self.merges)
+        return Vocab(
+            self.tokens + [f"[PAD{i}]" for i in extra],
+            self.scores + [-10000.0] * len(extra),
+            self.types + [int(TokenType.UNUSED)] * len(extra),
+            self.special,
+            self.model,
+            self.merges,
+        )
 
 
 def byte_vocab() -> Vocab:
     """A minimal SentencePiece vocab: <unk>, <s>, </s> and the 256 byte-fallback pieces."""
     tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
     types = [int(TokenType.UNKNOWN), int(TokenType.CONTROL), int(TokenType.CONTROL)]
-    special = {"bos_token_id": 1, "eos_token_id": 2, "unknown_token_id": 0,
-               "add_bos_token": True, "add_eos_token": False}
+    special = {
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "unknown_token_id": 0,
+        "add_bos_token": True,
+        "add_eos_token": False,
+    }
     return Vocab(tokens, [0.0] * len(tokens), types + [int(TokenType.BYTE)] * 256, special)
 
 
@@ -208,8 +234,11 @@ def load_vocab(path: str | os.PathLike[str]) -> Vocab:
     types = list(g.get("tokenizer.ggml.token_type", [int(TokenType.NORMAL)] * len(tokens)))
     prefix = "tokenizer.ggml."
     skip = {"tokens", "scores", "token_type", "model", "merges"}
-    special = {k[len(prefix):]: v for k, v in g.metadata.items()
-               if k.startswith(prefix) and k[len(prefix):] not in skip and not isinstance(v, list)}
+    special = {
+        k[len(prefix) :]: v
+        for k, v in g.metadata.items()
+        if k.startswith(prefix) and k[len(prefix) :] not in skip and not isinstance(v, list)
+    }
     model = str(g.get("tokenizer.ggml.model", "llama"))
     return Vocab(tokens, scores, types, special, model, list(g.get("tokenizer.ggml.merges", [])))
 
@@ -230,18 +259,28 @@ def _add_kv(w: GGUFWriter, key: str, v: Any) -> None:
 
 # (GGUFWriter method, spec attribute): the {arch}.* hyper-parameters llama.cpp reads
 _HPARAMS = [
-    ("add_vocab_size", "vocab"), ("add_context_length", "context_length"),
-    ("add_embedding_length", "dim"), ("add_block_count", "n_layers"),
-    ("add_feed_forward_length", "ffn"), ("add_head_count", "n_heads"),
-    ("add_head_count_kv", "n_kv_heads"), ("add_key_length", "head_dim"),
-    ("add_value_length", "head_dim"), ("add_rope_dimension_count", "head_dim"),
-    ("add_rope_freq_base", "rope_theta"), ("add_layer_norm_rms_eps", "rms_eps"),
+    ("add_vocab_size", "vocab"),
+    ("add_context_length", "context_length"),
+    ("add_embedding_length", "dim"),
+    ("add_block_count", "n_layers"),
+    ("add_feed_forward_length", "ffn"),
+    ("add_head_count", "n_heads"),
+    ("add_head_count_kv", "n_kv_heads"),
+    ("add_key_length", "head_dim"),
+    ("add_value_length", "head_dim"),
+    ("add_rope_dimension_count", "head_dim"),
+    ("add_rope_freq_base", "rope_theta"),
+    ("add_layer_norm_rms_eps", "rms_eps"),
 ]
 
 
 def _add_metadata(w: GGUFWriter, s: SyntheticSpec, vocab: Vocab) -> None:
     w.add_name(s.name)
-    ft = s.file_type if s.file_type is not None else file_type_for(s.tensor_type("attn_q", 0, s.n_layers))
+    ft = (
+        s.file_type
+        if s.file_type is not None
+        else file_type_for(s.tensor_type("attn_q", 0, s.n_layers))
+    )
     w.add_file_type(ft)
     w.add_quantization_version(2)
     for method, attr in _HPARAMS:
@@ -294,8 +333,12 @@ def _vocab_for(s: SyntheticSpec, vocab_gguf: str | os.PathLike[str] | None) -> V
     return (load_vocab(vocab_gguf) if vocab_gguf is not None else byte_vocab()).padded(s.vocab)
 
 
-def write_synthetic(spec: SyntheticSpec, path: str | os.PathLike[str], seed: int = 0,
-                    vocab_gguf: str | os.PathLike[str] | None = None) -> Path:
+def write_synthetic(
+    spec: SyntheticSpec,
+    path: str | os.PathLike[str],
+    seed: int = 0,
+    vocab_gguf: str | os.PathLike[str] | None = None,
+) -> Path:
     """Write `spec` as a GGUF file, streaming one random tensor at a time. Without `vocab_gguf`
     the tokenizer is `byte_vocab()`; either way it is padded with unused tokens to spec.vocab."""
     path = Path(path)
@@ -328,9 +371,25 @@ def planned_file_size(spec: SyntheticSpec, vocab_gguf: str | os.PathLike[str] | 
 
 SPECS: dict[str, SyntheticSpec] = {
     "llama2-7b-q4_0": SyntheticSpec(
-        "llama2-7b-q4_0", vocab=32000, dim=4096, n_layers=32, n_heads=32, n_kv_heads=32,
-        ffn=11008, tensor_type=UniformRule(Q.Q4_0, output=Q.Q6_K), context_length=4096),
+        "llama2-7b-q4_0",
+        vocab=32000,
+        dim=4096,
+        n_layers=32,
+        n_heads=32,
+        n_kv_heads=32,
+        ffn=11008,
+        tensor_type=UniformRule(Q.Q4_0, output=Q.Q6_K),
+        context_length=4096,
+    ),
     "llama3-8b-q4_k_m": SyntheticSpec(
-        "llama3-8b-q4_k_m", vocab=128256, dim=4096, n_layers=32, n_heads=32, n_kv_heads=8,
-        ffn=14336, tensor_type=q4_k_m_rule, context_length=8192),
+        "llama3-8b-q4_k_m",
+        vocab=128256,
+        dim=4096,
+        n_layers=32,
+        n_heads=32,
+        n_kv_heads=8,
+        ffn=14336,
+        tensor_type=q4_k_m_rule,
+        context_length=8192,
+    ),
 }

@@ -13,10 +13,17 @@ from localllm.kernels.registry import register
 
 @triton.jit
 def _silu_mul_kernel(
-    G, U, OUT,  # [T, F] each, unit column stride
-    XQ, XS,  # QUANT > 0: int8 [T, F] and fp32 [T, F / 32, 4] (quant_act)
-    stride_g, stride_u, stride_o, F,
-    BLOCK: tl.constexpr, QUANT: tl.constexpr,
+    G,
+    U,
+    OUT,  # [T, F] each, unit column stride
+    XQ,
+    XS,  # QUANT > 0: int8 [T, F] and fp32 [T, F / 32, 4] (quant_act)
+    stride_g,
+    stride_u,
+    stride_o,
+    F,
+    BLOCK: tl.constexpr,
+    QUANT: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
@@ -32,8 +39,7 @@ def _silu_mul_kernel(
 
 
 @register("silu_mul", "triton")
-def silu_mul(gate: torch.Tensor, up: torch.Tensor, quant: str | None = None
-             ) -> torch.Tensor | QAct:
+def silu_mul(gate: torch.Tensor, up: torch.Tensor, quant: str | None = None) -> torch.Tensor | QAct:
     """gate, up [T, F] -> [T, F] in gate.dtype; with `quant` and one row, a QAct that also
     holds the int8 form (see `norm_triton.rms_norm`)."""
     if gate.shape != up.shape or gate.dim() != 2:
@@ -50,7 +56,17 @@ def silu_mul(gate: torch.Tensor, up: torch.Tensor, quant: str | None = None
     # program 1.57 us for F = 14336, 2048 columns 2.80 us (fewer, longer programs)
     block = max(32, min(triton.next_power_of_2(f), 512))
     _silu_mul_kernel[(t, triton.cdiv(f, block))](
-        gate, up, out, xq, xs, gate.stride(0), up.stride(0), out.stride(0), f,
-        BLOCK=block, QUANT=code, num_warps=4 if block >= 512 else 2,
+        gate,
+        up,
+        out,
+        xq,
+        xs,
+        gate.stride(0),
+        up.stride(0),
+        out.stride(0),
+        f,
+        BLOCK=block,
+        QUANT=code,
+        num_warps=4 if block >= 512 else 2,
     )
     return QAct(out, {quant: (xq, xs)}) if code else out

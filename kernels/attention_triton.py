@@ -49,8 +49,16 @@ def _target_programs(device: torch.device) -> int:
     return 2 * _sm_count(device.index if device.index is not None else torch.cuda.current_device())
 
 
-def plan_launch(batch: int, n_kv: int, group: int, d_pad: int, max_q_len: int, max_seq_len: int,
-                target_programs: int, parts: int | None = None) -> Plan:
+def plan_launch(
+    batch: int,
+    n_kv: int,
+    group: int,
+    d_pad: int,
+    max_q_len: int,
+    max_seq_len: int,
+    target_programs: int,
+    parts: int | None = None,
+) -> Plan:
     """Tile sizes and KV split for one call; `parts` forces the split (tests)."""
     block_n = 64 if d_pad <= 128 else 32
     max_q_len = max(max_q_len, 1)
@@ -75,15 +83,25 @@ def plan_launch(batch: int, n_kv: int, group: int, d_pad: int, max_q_len: int, m
     if parts == 1:
         return Plan(block_m, block_n, m_blocks, 1, 2**30, warps)
     part_len = triton.cdiv(triton.cdiv(max(max_seq_len, 1), parts), block_n) * block_n
-    return Plan(block_m, block_n, m_blocks, triton.cdiv(max(max_seq_len, 1), part_len), part_len,
-                warps)
+    return Plan(
+        block_m, block_n, m_blocks, triton.cdiv(max(max_seq_len, 1), part_len), part_len, warps
+    )
 
 
-def _check_layout(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                  k_scale: torch.Tensor | None, v_scale: torch.Tensor | None,
-                  block_tables: torch.Tensor) -> None:
-    for name, x in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache),
-                    ("block_tables", block_tables)):
+def _check_layout(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    k_scale: torch.Tensor | None,
+    v_scale: torch.Tensor | None,
+    block_tables: torch.Tensor,
+) -> None:
+    for name, x in (
+        ("q", q),
+        ("k_cache", k_cache),
+        ("v_cache", v_cache),
+        ("block_tables", block_tables),
+    ):
         if x.stride(-1) != 1:
             raise ValueError(f"paged_attention: {name} needs a unit stride on its last dimension")
     if is_quantized(k_cache.dtype):
@@ -91,9 +109,23 @@ def _check_layout(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
             raise ValueError(f"paged_attention: a {k_cache.dtype} cache needs unit-stride scales")
 
 
-def run_paged_attention(q, k_cache, v_cache, k_scale, v_scale, block_tables, cu_seqlens_q,
-                        seq_lens, max_q_len, max_seq_len, scale, out=None, parts=None,
-                        num_stages=2, quant=None):
+def run_paged_attention(
+    q,
+    k_cache,
+    v_cache,
+    k_scale,
+    v_scale,
+    block_tables,
+    cu_seqlens_q,
+    seq_lens,
+    max_q_len,
+    max_seq_len,
+    scale,
+    out=None,
+    parts=None,
+    num_stages=2,
+    quant=None,
+):
     """paged_attention with a forced number of KV partitions / pipeline stages (tests, bench).
     With `quant` (an int8 layout), one token and a split-KV plan, the merge also writes the
     int8 form of the output (as one row [Hq D]) and a QAct is returned. A decode plan merges
@@ -110,8 +142,9 @@ def run_paged_attention(q, k_cache, v_cache, k_scale, v_scale, block_tables, cu_
     if t == 0 or batch == 0:
         return out
     d_pad = max(16, triton.next_power_of_2(d))
-    plan = plan_launch(batch, n_kv, group, d_pad, max_q_len, max_seq_len,
-                       _target_programs(q.device), parts)
+    plan = plan_launch(
+        batch, n_kv, group, d_pad, max_q_len, max_seq_len, _target_programs(q.device), parts
+    )
     kv_quant = is_quantized(k_cache.dtype)
     ks = k_scale if kv_quant else k_cache  # unused dummies for float caches
     vs = v_scale if kv_quant else v_cache
@@ -126,21 +159,67 @@ def run_paged_attention(q, k_cache, v_cache, k_scale, v_scale, block_tables, cu_
     grid = (plan.m_blocks, batch * n_kv, plan.parts)
     cnt = _COUNTERS.get(q.device, grid[0] * grid[1]) if merge else lse_p
     _attn_kernel[grid](
-        q, k_cache, v_cache, ks, vs, block_tables, cu_seqlens_q, seq_lens, out, out_p, lse_p,
-        q.stride(0), q.stride(1), *k_cache.stride()[:3], *v_cache.stride()[:3],
-        ks.stride(0), ks.stride(1), vs.stride(0), vs.stride(1), block_tables.stride(0),
-        out.stride(0), out.stride(1), *lse_p.stride(),
-        n_kv, plan.part_len, scale * math.log2(math.e), cnt, xq, xs,
-        G=group, BLOCK_M=plan.block_m, BLOCK_N=plan.block_n, HEAD_DIM=d, D_PAD=d_pad,
-        BLOCK_SIZE=bs, QUANT=kv_quant, SPLIT=split, IEEE=q.dtype == torch.float32,
-        MERGE=merge, OUT_QUANT=code if merge else 0,
-        num_warps=plan.num_warps, num_stages=num_stages,
+        q,
+        k_cache,
+        v_cache,
+        ks,
+        vs,
+        block_tables,
+        cu_seqlens_q,
+        seq_lens,
+        out,
+        out_p,
+        lse_p,
+        q.stride(0),
+        q.stride(1),
+        *k_cache.stride()[:3],
+        *v_cache.stride()[:3],
+        ks.stride(0),
+        ks.stride(1),
+        vs.stride(0),
+        vs.stride(1),
+        block_tables.stride(0),
+        out.stride(0),
+        out.stride(1),
+        *lse_p.stride(),
+        n_kv,
+        plan.part_len,
+        scale * math.log2(math.e),
+        cnt,
+        xq,
+        xs,
+        G=group,
+        BLOCK_M=plan.block_m,
+        BLOCK_N=plan.block_n,
+        HEAD_DIM=d,
+        D_PAD=d_pad,
+        BLOCK_SIZE=bs,
+        QUANT=kv_quant,
+        SPLIT=split,
+        IEEE=q.dtype == torch.float32,
+        MERGE=merge,
+        OUT_QUANT=code if merge else 0,
+        num_warps=plan.num_warps,
+        num_stages=num_stages,
     )
     if split and not merge:
         _merge_kernel[(t, hq)](
-            out_p, lse_p, out, xq, xs, lse_p.stride(0), lse_p.stride(1), out.stride(0),
-            out.stride(1), plan.parts, hq, HEAD_DIM=d, D_PAD=d_pad,
-            P_PAD=max(2, triton.next_power_of_2(plan.parts)), QUANT=code, num_warps=4,
+            out_p,
+            lse_p,
+            out,
+            xq,
+            xs,
+            lse_p.stride(0),
+            lse_p.stride(1),
+            out.stride(0),
+            out.stride(1),
+            plan.parts,
+            hq,
+            HEAD_DIM=d,
+            D_PAD=d_pad,
+            P_PAD=max(2, triton.next_power_of_2(plan.parts)),
+            QUANT=code,
+            num_warps=4,
         )
     if code and out.is_contiguous():
         return QAct(out.view(1, hq * d), {quant: (xq, xs)})
@@ -153,16 +232,37 @@ _COUNTERS = ZeroScratch(torch.int32)
 
 @register("paged_attention", "triton")
 def paged_attention(
-    q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, k_scale: torch.Tensor | None,
-    v_scale: torch.Tensor | None, block_tables: torch.Tensor, cu_seqlens_q: torch.Tensor,
-    seq_lens: torch.Tensor, max_q_len: int, max_seq_len: int, scale: float,
-    out: torch.Tensor | None = None, quant: str | None = None,
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    k_scale: torch.Tensor | None,
+    v_scale: torch.Tensor | None,
+    block_tables: torch.Tensor,
+    cu_seqlens_q: torch.Tensor,
+    seq_lens: torch.Tensor,
+    max_q_len: int,
+    max_seq_len: int,
+    scale: float,
+    out: torch.Tensor | None = None,
+    quant: str | None = None,
 ) -> torch.Tensor | QAct:
     """Same contract as the reference in attention.py; returns [T, Hq, D] in q.dtype, or with
     `quant` possibly a QAct of the output as [1, Hq D] rows (see run_paged_attention).
 
     Rows past cu_seqlens_q[-1] (if any) are left unwritten.
     """
-    return run_paged_attention(q, k_cache, v_cache, k_scale, v_scale, block_tables,
-                               cu_seqlens_q, seq_lens, max_q_len, max_seq_len, scale, out,
-                               quant=quant)
+    return run_paged_attention(
+        q,
+        k_cache,
+        v_cache,
+        k_scale,
+        v_scale,
+        block_tables,
+        cu_seqlens_q,
+        seq_lens,
+        max_q_len,
+        max_seq_len,
+        scale,
+        out,
+        quant=quant,
+    )

@@ -24,8 +24,23 @@ from localllm.kernels.quant_act_triton import _quant_store
 
 
 @triton.jit
-def _load_kv_tile(C, S, page, off, h, stride_b, stride_h, stride_t, stride_sb, stride_sh, d,
-                  mask, dmask, QUANT: tl.constexpr, DTYPE: tl.constexpr):
+def _load_kv_tile(
+    C,
+    S,
+    page,
+    off,
+    h,
+    stride_b,
+    stride_h,
+    stride_t,
+    stride_sb,
+    stride_sh,
+    d,
+    mask,
+    dmask,
+    QUANT: tl.constexpr,
+    DTYPE: tl.constexpr,
+):
     """Rows n of one kv head -> ([BLOCK_N, D_PAD] in DTYPE, scales [BLOCK_N] fp32 or zeros)."""
     ptr = C + page[:, None] * stride_b + h * stride_h + off[:, None] * stride_t + d[None, :]
     x = tl.load(ptr, mask=mask[:, None] & dmask[None, :], other=0.0).to(DTYPE)
@@ -45,8 +60,9 @@ def _dot(a, b, IEEE: tl.constexpr):
 
 
 @triton.jit
-def _online_softmax_step(q, k, ks, v, vs, visible, m_i, l_i, acc, qk_scale,
-                         QUANT: tl.constexpr, IEEE: tl.constexpr):
+def _online_softmax_step(
+    q, k, ks, v, vs, visible, m_i, l_i, acc, qk_scale, QUANT: tl.constexpr, IEEE: tl.constexpr
+):
     """One KV tile of flash attention in base 2: returns the updated (m_i, l_i, acc)."""
     s = _dot(q, tl.trans(k), IEEE)  # [BLOCK_M, BLOCK_N]
     if QUANT:
@@ -65,15 +81,52 @@ def _online_softmax_step(q, k, ks, v, vs, visible, m_i, l_i, acc, qk_scale,
 
 @triton.jit
 def _attn_kernel(
-    Q, K, V, KS, VS, BT, CU, SL, OUT, OUT_P, LSE_P,
-    stride_qt, stride_qh, stride_kb, stride_kh, stride_kt, stride_vb, stride_vh, stride_vt,
-    stride_ksb, stride_ksh, stride_vsb, stride_vsh, stride_bt, stride_ot, stride_oh,
-    stride_pt, stride_ph, stride_pp,
-    n_kv_heads, part_len, qk_scale,  # qk_scale = softmax scale * log2(e)
-    CNT, XQ, XS,  # MERGE: zeroed int32 counters per row tile; OUT_QUANT: int8 out (quant_act)
-    G: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
-    D_PAD: tl.constexpr, BLOCK_SIZE: tl.constexpr, QUANT: tl.constexpr, SPLIT: tl.constexpr,
-    IEEE: tl.constexpr, MERGE: tl.constexpr = False, OUT_QUANT: tl.constexpr = 0,
+    Q,
+    K,
+    V,
+    KS,
+    VS,
+    BT,
+    CU,
+    SL,
+    OUT,
+    OUT_P,
+    LSE_P,
+    stride_qt,
+    stride_qh,
+    stride_kb,
+    stride_kh,
+    stride_kt,
+    stride_vb,
+    stride_vh,
+    stride_vt,
+    stride_ksb,
+    stride_ksh,
+    stride_vsb,
+    stride_vsh,
+    stride_bt,
+    stride_ot,
+    stride_oh,
+    stride_pt,
+    stride_ph,
+    stride_pp,
+    n_kv_heads,
+    part_len,
+    qk_scale,  # qk_scale = softmax scale * log2(e)
+    CNT,
+    XQ,
+    XS,  # MERGE: zeroed int32 counters per row tile; OUT_QUANT: int8 out (quant_act)
+    G: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    D_PAD: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+    QUANT: tl.constexpr,
+    SPLIT: tl.constexpr,
+    IEEE: tl.constexpr,
+    MERGE: tl.constexpr = False,
+    OUT_QUANT: tl.constexpr = 0,
 ):
     TOK: tl.constexpr = BLOCK_M // G
     b = tl.program_id(1) // n_kv_heads
@@ -89,8 +142,11 @@ def _attn_kernel(
     d = tl.arange(0, D_PAD)
     dmask = d < HEAD_DIM
     tok = (q_start + qi).to(tl.int64)
-    q = tl.load(Q + tok[:, None] * stride_qt + head[:, None] * stride_qh + d[None, :],
-                mask=rows[:, None] & dmask[None, :], other=0.0)  # [BLOCK_M, D_PAD]
+    q = tl.load(
+        Q + tok[:, None] * stride_qt + head[:, None] * stride_qh + d[None, :],
+        mask=rows[:, None] & dmask[None, :],
+        other=0.0,
+    )  # [BLOCK_M, D_PAD]
     qpos = seq_len - q_len + qi  # [BLOCK_M] absolute position of each query row
     if MERGE:  # decode: partitions sized to the live context, not to the longest one a CUDA
         # graph may see: a quarter of it (>= one KV tile) up to the planned length, and never
@@ -112,13 +168,44 @@ def _attn_kernel(
         page = tl.load(BT + b.to(tl.int64) * stride_bt + n // BLOCK_SIZE, mask=n_ok, other=0)
         page = page.to(tl.int64)
         off = n % BLOCK_SIZE
-        k, ks = _load_kv_tile(K, KS, page, off, h, stride_kb, stride_kh, stride_kt, stride_ksb,
-                              stride_ksh, d, n_ok, dmask, QUANT, Q.dtype.element_ty)
-        v, vs = _load_kv_tile(V, VS, page, off, h, stride_vb, stride_vh, stride_vt, stride_vsb,
-                              stride_vsh, d, n_ok, dmask, QUANT, Q.dtype.element_ty)
+        k, ks = _load_kv_tile(
+            K,
+            KS,
+            page,
+            off,
+            h,
+            stride_kb,
+            stride_kh,
+            stride_kt,
+            stride_ksb,
+            stride_ksh,
+            d,
+            n_ok,
+            dmask,
+            QUANT,
+            Q.dtype.element_ty,
+        )
+        v, vs = _load_kv_tile(
+            V,
+            VS,
+            page,
+            off,
+            h,
+            stride_vb,
+            stride_vh,
+            stride_vt,
+            stride_vsb,
+            stride_vsh,
+            d,
+            n_ok,
+            dmask,
+            QUANT,
+            Q.dtype.element_ty,
+        )
         visible = n_ok[None, :] & (n[None, :] <= qpos[:, None])  # [BLOCK_M, BLOCK_N]
-        m_i, l_i, acc = _online_softmax_step(q, k, ks, v, vs, visible, m_i, l_i, acc, qk_scale,
-                                             QUANT, IEEE)
+        m_i, l_i, acc = _online_softmax_step(
+            q, k, ks, v, vs, visible, m_i, l_i, acc, qk_scale, QUANT, IEEE
+        )
     o = acc / tl.maximum(l_i, 1e-30)[:, None]  # rows that saw no key (l_i = 0) output zeros
     omask = rows[:, None] & dmask[None, :]
     if MERGE:  # decode split-KV, merged here: the partitions that hold keys of this sequence
@@ -136,8 +223,19 @@ def _attn_kernel(
                 tl.debug_barrier()
                 cnt = CNT + tl.program_id(1) * tl.num_programs(0) + tl.program_id(0)
                 if tl.atomic_add(cnt, 1, sem="acq_rel", scope="gpu") == n_act - 1:
-                    out = _merge_parts(OUT_P, LSE_P, tok * stride_pt + head * stride_ph, d,
-                                       rows, omask, n_act, stride_pp, HEAD_DIM, BLOCK_M, D_PAD)
+                    out = _merge_parts(
+                        OUT_P,
+                        LSE_P,
+                        tok * stride_pt + head * stride_ph,
+                        d,
+                        rows,
+                        omask,
+                        n_act,
+                        stride_pp,
+                        HEAD_DIM,
+                        BLOCK_M,
+                        D_PAD,
+                    )
                     _store_out(out, OUT, XQ, XS, tok, head, d, rows, omask, stride_ot,
                                stride_oh, G * n_kv_heads, HEAD_DIM, OUT_QUANT)  # fmt: skip
                     tl.atomic_xchg(cnt, 0)  # zero for the next launch (and graph replay)
@@ -209,10 +307,21 @@ def _store_out(o, OUT, XQ, XS, tok, head, d, rows, omask, stride_ot, stride_oh, 
 
 @triton.jit
 def _merge_kernel(
-    OUT_P, LSE_P, OUT,  # OUT_P [T, Hq, P, D] fp32, LSE_P [T, Hq, P] fp32 (log2 units)
-    XQ, XS,  # QUANT > 0: the int8 form of OUT as one row [Hq D] per token (quant_act)
-    stride_pt, stride_ph, stride_ot, stride_oh, n_parts, n_heads,
-    HEAD_DIM: tl.constexpr, D_PAD: tl.constexpr, P_PAD: tl.constexpr, QUANT: tl.constexpr,
+    OUT_P,
+    LSE_P,
+    OUT,  # OUT_P [T, Hq, P, D] fp32, LSE_P [T, Hq, P] fp32 (log2 units)
+    XQ,
+    XS,  # QUANT > 0: the int8 form of OUT as one row [Hq D] per token (quant_act)
+    stride_pt,
+    stride_ph,
+    stride_ot,
+    stride_oh,
+    n_parts,
+    n_heads,
+    HEAD_DIM: tl.constexpr,
+    D_PAD: tl.constexpr,
+    P_PAD: tl.constexpr,
+    QUANT: tl.constexpr,
 ):
     t = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1)
@@ -224,8 +333,11 @@ def _merge_kernel(
     mx = tl.max(lse, axis=0)
     mx = tl.where(mx == float("-inf"), 0.0, mx)
     w = tl.exp2(lse - mx)  # [P_PAD]; 0 for empty partitions
-    o = tl.load(OUT_P + base[:, None] * HEAD_DIM + d[None, :],
-                mask=pmask[:, None] & (d < HEAD_DIM)[None, :], other=0.0)  # [P_PAD, D_PAD]
+    o = tl.load(
+        OUT_P + base[:, None] * HEAD_DIM + d[None, :],
+        mask=pmask[:, None] & (d < HEAD_DIM)[None, :],
+        other=0.0,
+    )  # [P_PAD, D_PAD]
     den = tl.sum(w, axis=0)
     out = tl.sum(w[:, None] * o, axis=0) / tl.maximum(den, 1e-30)
     y = out.to(OUT.dtype.element_ty)

@@ -8,7 +8,9 @@ from localllm.kernels.registry import register
 
 
 @register("rms_norm", "reference")
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, quant: str | None = None) -> torch.Tensor:
+def rms_norm(
+    x: torch.Tensor, weight: torch.Tensor, eps: float, quant: str | None = None
+) -> torch.Tensor:
     """x [..., D], weight [D] -> [..., D] in x.dtype; the statistics are computed in fp32.
     `quant` (an int8 activation layout for the GEMV that follows) is for the Triton version;
     the reference path multiplies in float and ignores it."""
@@ -19,7 +21,11 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, quant: str | Non
 
 @register("add_rms_norm", "reference")
 def add_rms_norm(
-    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, quant: str | None = None
+    x: torch.Tensor,
+    residual: torch.Tensor,
+    weight: torch.Tensor,
+    eps: float,
+    quant: str | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """r = x + residual (rounded to x.dtype); returns (rms_norm(r), r), both [..., D]."""
     r = (x.float() + residual.float()).to(x.dtype)

@@ -15,11 +15,22 @@ from localllm.kernels.registry import register
 
 @triton.jit
 def _rms_norm_kernel(
-    X, R, W, OUT, R_OUT,  # X/R/OUT/R_OUT [rows, D] with unit column stride
-    XQ, XS,  # QUANT > 0: int8 [rows, D] and fp32 [rows, D / 32, 4] (quant_act)
-    stride_x, stride_r, stride_o, stride_ro,
-    D, eps,
-    BLOCK_D: tl.constexpr, BLOCK_C: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
+    X,
+    R,
+    W,
+    OUT,
+    R_OUT,  # X/R/OUT/R_OUT [rows, D] with unit column stride
+    XQ,
+    XS,  # QUANT > 0: int8 [rows, D] and fp32 [rows, D / 32, 4] (quant_act)
+    stride_x,
+    stride_r,
+    stride_o,
+    stride_ro,
+    D,
+    eps,
+    BLOCK_D: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr,
     QUANT: tl.constexpr,
 ):
     """Program (row, j) normalizes columns [j BLOCK_C, (j + 1) BLOCK_C) of the row."""
@@ -57,11 +68,18 @@ def _rows(t: torch.Tensor) -> torch.Tensor:
     return t2 if t2.stride(-1) == 1 else t2.contiguous()
 
 
-def _launch(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor, eps: float,
-            quant: str | None = None) -> tuple[torch.Tensor | QAct, torch.Tensor | None]:
+def _launch(
+    x: torch.Tensor,
+    residual: torch.Tensor | None,
+    weight: torch.Tensor,
+    eps: float,
+    quant: str | None = None,
+) -> tuple[torch.Tensor | QAct, torch.Tensor | None]:
     d = x.shape[-1]
     if weight.shape != (d,):
-        raise ValueError(f"rms_norm: weight {tuple(weight.shape)} does not match x {tuple(x.shape)}")
+        raise ValueError(
+            f"rms_norm: weight {tuple(weight.shape)} does not match x {tuple(x.shape)}"
+        )
     x2 = _rows(x)  # [rows, D]
     out = torch.empty(x2.shape, dtype=x.dtype, device=x.device)
     r2 = _rows(residual) if residual is not None else x2
@@ -78,9 +96,23 @@ def _launch(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor
     # warps 2.12 us, x 16 warps 2.32 us
     warps = min(max(block_c // 64, 1), 8) if block_c < block else min(max(block // 256, 1), 16)
     _rms_norm_kernel[(x2.shape[0], triton.cdiv(d, block_c))](
-        x2, r2, weight.contiguous(), out, r_out, xq, xs,
-        x2.stride(0), r2.stride(0), out.stride(0), r_out.stride(0),
-        d, eps, BLOCK_D=block, BLOCK_C=block_c, HAS_RESIDUAL=residual is not None, QUANT=code,
+        x2,
+        r2,
+        weight.contiguous(),
+        out,
+        r_out,
+        xq,
+        xs,
+        x2.stride(0),
+        r2.stride(0),
+        out.stride(0),
+        r_out.stride(0),
+        d,
+        eps,
+        BLOCK_D=block,
+        BLOCK_C=block_c,
+        HAS_RESIDUAL=residual is not None,
+        QUANT=code,
         num_warps=warps,
     )
     y = out.view(x.shape)
@@ -89,8 +121,9 @@ def _launch(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor
 
 
 @register("rms_norm", "triton")
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, quant: str | None = None
-             ) -> torch.Tensor | QAct:
+def rms_norm(
+    x: torch.Tensor, weight: torch.Tensor, eps: float, quant: str | None = None
+) -> torch.Tensor | QAct:
     """x [..., D], weight [D] -> [..., D] in x.dtype. With `quant` (an int8 layout) and one
     row, a QAct that also holds the int8 form of the output (same launch)."""
     out, _ = _launch(x, None, weight, eps, quant)
@@ -99,7 +132,11 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, quant: str | Non
 
 @register("add_rms_norm", "triton")
 def add_rms_norm(
-    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, quant: str | None = None
+    x: torch.Tensor,
+    residual: torch.Tensor,
+    weight: torch.Tensor,
+    eps: float,
+    quant: str | None = None,
 ) -> tuple[torch.Tensor | QAct, torch.Tensor]:
     """r = x + residual (x.dtype); returns (rms_norm(r), r), fused in one pass (`quant`: see
     `rms_norm`)."""

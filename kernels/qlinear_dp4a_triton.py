@@ -353,11 +353,14 @@ def dp4a_rope_launch(
     bias: torch.Tensor | None,  # [N] of the whole q | k | v output
     out: torch.Tensor,  # [T, N] q | k | v output (unit column stride)
     head0: int,  # the first head of the first weight in q | k | v
-    n_q_heads: int, n_kv_heads: int, head_dim: int,
+    n_q_heads: int,
+    n_kv_heads: int,
+    head_dim: int,
     positions: torch.Tensor,  # int [T]
     cos_sin: torch.Tensor,  # fp32 [max_pos, head_dim]: cos | sin halves
     interleaved: bool,
-    k_cache: torch.Tensor, v_cache: torch.Tensor,  # [blocks, Hkv, block_size, D], float
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,  # [blocks, Hkv, block_size, D], float
     slot_mapping: torch.Tensor,  # int [T], -1 = store nothing
 ) -> None:
     """The dp4a GEMV of one or two consecutive QKV weights (whole heads each) in one launch,

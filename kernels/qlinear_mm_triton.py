@@ -144,7 +144,9 @@ def _deq_asm(zp: int, high: str) -> str:
 _DEQ_Q4_0 = tl.constexpr(_deq_asm(8, ""))
 _DEQ_Q4_K = tl.constexpr(_deq_asm(0, ""))
 _DEQ_Q6_K = tl.constexpr(
-    _deq_asm(32, _high_asm("prmt.b32 e2, $9, $9, 0x1100;", (4, 6, 0, 2), "0x00300030", "0x03000300"))
+    _deq_asm(
+        32, _high_asm("prmt.b32 e2, $9, $9, 0x1100;", (4, 6, 0, 2), "0x00300030", "0x03000300")
+    )
 )
 _DEQ_CONSTRAINTS = tl.constexpr("=h,=h,=h,=h,=h,=h,=h,=h,r,r,r,r")
 
@@ -164,7 +166,8 @@ def _deq_word_h2(FMT: tl.constexpr, wd, hi, sc0, mn0, sc1, mn1):
     else:
         asm: tl.constexpr = _DEQ_Q6_K
     f0, f4, f1, f5, f2, f6, f3, f7 = tl.inline_asm_elementwise(
-        asm, _DEQ_CONSTRAINTS, [wd, hi, scale, shift], dtype=(tl.float16,) * 8, is_pure=True, pack=1)
+        asm, _DEQ_CONSTRAINTS, [wd, hi, scale, shift], dtype=(tl.float16,) * 8, is_pure=True, pack=1
+    )
     return f0, f1, f2, f3, f4, f5, f6, f7
 
 
@@ -343,8 +346,9 @@ def mm_config(fmt: str, n: int, k: int, t: int, num_sms: int, smem: int = BIG_SM
     bn = 128 if n >= 16384 and bm >= 32 and smem >= BIG_SMEM else 64
     ctas = triton.cdiv(n, bn)
     split = 1
-    while (ctas * split * 2 <= num_sms if big else 2 * ctas * split < 3 * num_sms) and \
-            groups // (ng * split * 2) >= 2:
+    while (ctas * split * 2 <= num_sms if big else 2 * ctas * split < 3 * num_sms) and groups // (
+        ng * split * 2
+    ) >= 2:
         split *= 2
     return MMConfig(bm, bn, ng, split, warps=8 if big else 4, stages=3, swap=True)
 

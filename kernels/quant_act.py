@@ -39,7 +39,7 @@ class QAct:
         return self.x.shape
 
 
-def plain(x: "torch.Tensor | QAct") -> torch.Tensor:
+def plain(x: torch.Tensor | QAct) -> torch.Tensor:
     return x.x if isinstance(x, QAct) else x
 
 

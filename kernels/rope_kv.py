@@ -74,15 +74,24 @@ def store_kv(
 
 
 def check_rope_store_args(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor,
-    cos_sin: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    positions: torch.Tensor,
+    cos_sin: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
     slot_mapping: torch.Tensor,
 ) -> None:
     T, _, D = q.shape
     if k.shape[0] != T or v.shape != k.shape or k.shape[2] != D:
-        raise ValueError(f"rope_store_kv: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
+        raise ValueError(
+            f"rope_store_kv: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
+        )
     if k.shape[1] == 0 or q.shape[1] % k.shape[1]:
-        raise ValueError(f"rope_store_kv: {q.shape[1]} query heads are not a multiple of {k.shape[1]} KV heads")
+        raise ValueError(
+            f"rope_store_kv: {q.shape[1]} query heads are not a multiple of {k.shape[1]} KV heads"
+        )
     if positions.shape != (T,) or slot_mapping.shape != (T,):
         raise ValueError("rope_store_kv: positions and slot_mapping must be [num_tokens]")
     if cos_sin.shape[-1] != D or D % 2:

@@ -66,13 +66,42 @@ def _store_pair(C, S, c_off, s_off, x0, x1, o0, o1, rmask, dmask, QMAX: tl.const
 
 @triton.jit
 def _rope_store_kernel(
-    Q, K, V, POS, CS, KC, VC, KS, VS, SLOT,
-    stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_cs,
-    stride_kcb, stride_kch, stride_kct, stride_vcb, stride_vch, stride_vct,
-    stride_ksb, stride_ksh, stride_vsb, stride_vsh,
-    n_q_heads, n_kv_heads,
-    BLOCK_SIZE: tl.constexpr, HALF: tl.constexpr, HALF_PAD: tl.constexpr,
-    HQ_PAD: tl.constexpr, HKV_PAD: tl.constexpr, INTERLEAVED: tl.constexpr, QMAX: tl.constexpr,
+    Q,
+    K,
+    V,
+    POS,
+    CS,
+    KC,
+    VC,
+    KS,
+    VS,
+    SLOT,
+    stride_qt,
+    stride_qh,
+    stride_kt,
+    stride_kh,
+    stride_vt,
+    stride_vh,
+    stride_cs,
+    stride_kcb,
+    stride_kch,
+    stride_kct,
+    stride_vcb,
+    stride_vch,
+    stride_vct,
+    stride_ksb,
+    stride_ksh,
+    stride_vsb,
+    stride_vsh,
+    n_q_heads,
+    n_kv_heads,
+    BLOCK_SIZE: tl.constexpr,
+    HALF: tl.constexpr,
+    HALF_PAD: tl.constexpr,
+    HQ_PAD: tl.constexpr,
+    HKV_PAD: tl.constexpr,
+    INTERLEAVED: tl.constexpr,
+    QMAX: tl.constexpr,
 ):
     """Program (t, j): token t, KV heads [j HKV_PAD, (j + 1) HKV_PAD) and their query heads
     (HQ_PAD = HKV_PAD * n_q_heads / n_kv_heads, padded)."""
@@ -95,13 +124,35 @@ def _rope_store_kernel(
     h = kv0 + tl.arange(0, HKV_PAD)
     rmask = (h < n_kv_heads) & (h * 0 + slot >= 0)  # [HKV_PAD]
     mask = rmask[:, None] & dmask[None, :]  # [HKV_PAD, HALF_PAD]
-    _store_pair(KC, KS, blk * stride_kcb + h * stride_kch + off * stride_kct,
-                blk * stride_ksb + h * stride_ksh + off, k0, k1, o0, o1, rmask, dmask, QMAX)
+    _store_pair(
+        KC,
+        KS,
+        blk * stride_kcb + h * stride_kch + off * stride_kct,
+        blk * stride_ksb + h * stride_ksh + off,
+        k0,
+        k1,
+        o0,
+        o1,
+        rmask,
+        dmask,
+        QMAX,
+    )
     vbase = V + t * stride_vt + h[:, None] * stride_vh
     v0 = tl.load(vbase + o0[None, :], mask=mask, other=0.0).to(tl.float32)
     v1 = tl.load(vbase + o1[None, :], mask=mask, other=0.0).to(tl.float32)
-    _store_pair(VC, VS, blk * stride_vcb + h * stride_vch + off * stride_vct,
-                blk * stride_vsb + h * stride_vsh + off, v0, v1, o0, o1, rmask, dmask, QMAX)
+    _store_pair(
+        VC,
+        VS,
+        blk * stride_vcb + h * stride_vch + off * stride_vct,
+        blk * stride_vsb + h * stride_vsh + off,
+        v0,
+        v1,
+        o0,
+        o1,
+        rmask,
+        dmask,
+        QMAX,
+    )
 
 
 def _unit_last(name: str, x: torch.Tensor) -> None:
@@ -111,14 +162,28 @@ def _unit_last(name: str, x: torch.Tensor) -> None:
 
 @register("rope_store_kv", "triton")
 def rope_store_kv(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor,
-    cos_sin: torch.Tensor, interleaved: bool, k_cache: torch.Tensor, v_cache: torch.Tensor,
-    k_scale: torch.Tensor | None, v_scale: torch.Tensor | None, slot_mapping: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    positions: torch.Tensor,
+    cos_sin: torch.Tensor,
+    interleaved: bool,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    k_scale: torch.Tensor | None,
+    v_scale: torch.Tensor | None,
+    slot_mapping: torch.Tensor,
 ) -> None:
     """Same contract as the reference in rope_kv.py (q and k are rotated in place)."""
     check_rope_store_args(q, k, v, positions, cos_sin, k_cache, v_cache, slot_mapping)
-    for name, x in (("q", q), ("k", k), ("v", v), ("cos_sin", cos_sin), ("k_cache", k_cache),
-                    ("v_cache", v_cache)):
+    for name, x in (
+        ("q", q),
+        ("k", k),
+        ("v", v),
+        ("cos_sin", cos_sin),
+        ("k_cache", k_cache),
+        ("v_cache", v_cache),
+    ):
         _unit_last(name, x)
     qmax = KV_QMAX.get(k_cache.dtype, 0.0)
     if qmax and (k_scale is None or v_scale is None or k_scale.stride(-1) != 1):
@@ -133,13 +198,39 @@ def rope_store_kv(
     cs = cos_sin.float()  # [max_pos, D]
     kvb = 1  # KV heads per program
     _rope_store_kernel[(t, triton.cdiv(hkv, kvb))](
-        q, k, v, positions, cs, k_cache, v_cache, ks, vs, slot_mapping,
-        q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
-        cs.stride(0), *k_cache.stride()[:3], *v_cache.stride()[:3],
-        ks.stride(0), ks.stride(1), vs.stride(0), vs.stride(1), hq, hkv,
-        BLOCK_SIZE=k_cache.shape[2], HALF=half, HALF_PAD=triton.next_power_of_2(half),
-        HQ_PAD=triton.next_power_of_2(kvb * (hq // hkv)), HKV_PAD=kvb,
-        INTERLEAVED=bool(interleaved), QMAX=qmax, num_warps=_num_warps(kvb, half),
+        q,
+        k,
+        v,
+        positions,
+        cs,
+        k_cache,
+        v_cache,
+        ks,
+        vs,
+        slot_mapping,
+        q.stride(0),
+        q.stride(1),
+        k.stride(0),
+        k.stride(1),
+        v.stride(0),
+        v.stride(1),
+        cs.stride(0),
+        *k_cache.stride()[:3],
+        *v_cache.stride()[:3],
+        ks.stride(0),
+        ks.stride(1),
+        vs.stride(0),
+        vs.stride(1),
+        hq,
+        hkv,
+        BLOCK_SIZE=k_cache.shape[2],
+        HALF=half,
+        HALF_PAD=triton.next_power_of_2(half),
+        HQ_PAD=triton.next_power_of_2(kvb * (hq // hkv)),
+        HKV_PAD=kvb,
+        INTERLEAVED=bool(interleaved),
+        QMAX=qmax,
+        num_warps=_num_warps(kvb, half),
     )
 
 

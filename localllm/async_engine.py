@@ -103,9 +103,13 @@ class AsyncEngine:
             pass
 
     # ---- public API (any thread / event loop) --------------------------------------------
-    async def generate(self, prompt_ids: list[int], params: SamplingParams,
-                       request_id: str | None = None, continuation: bool = True
-                       ) -> AsyncGenerator[TokenEvent, None]:
+    async def generate(
+        self,
+        prompt_ids: list[int],
+        params: SamplingParams,
+        request_id: str | None = None,
+        continuation: bool = True,
+    ) -> AsyncGenerator[TokenEvent, None]:
         rid = request_id or uuid.uuid4().hex
         q: asyncio.Queue[TokenEvent] = asyncio.Queue()
         loop = asyncio.get_running_loop()
@@ -134,6 +138,7 @@ class AsyncEngine:
     def abort(self, request_id: str) -> None:
         """Stop a request now and free its blocks (no event is delivered for it)."""
         self._streams.pop(request_id, None)
+
         def run() -> None:
             self.engine.abort(request_id)
 

@@ -38,7 +38,10 @@ def resolve_model(name: str) -> str:
 
 def _spm_vocab() -> str | None:
     """The Llama SentencePiece vocab ANCHORS.md asks for, when the test data is around."""
-    for base in (os.environ.get("LOCALLLM_TESTDATA"), Path(__file__).resolve().parents[1] / ".." / "shared" / "testdata"):
+    for base in (
+        os.environ.get("LOCALLLM_TESTDATA"),
+        Path(__file__).resolve().parents[1] / ".." / "shared" / "testdata",
+    ):
         if base and (p := Path(base) / "vocab" / "ggml-vocab-llama-spm.gguf").exists():
             return str(p)
     return None
@@ -113,8 +116,15 @@ def bench_parallel(engine, seqs: int, prompt: int, gen: int) -> dict:
     V, bos = engine.model_cfg.vocab_size, engine.tokenizer.bos_id
     _run(engine, [_rand_prompt(rng, V, prompt, bos) for _ in range(seqs)], 4)
     ttft, total, got = _run(engine, [_rand_prompt(rng, V, prompt, bos) for _ in range(seqs)], gen)
-    return {"parallel": seqs, "prompt": prompt, "gen": gen, "generated": got,
-            "total_s": total, "e2e_tok_s": got / total, "decode_tok_s": (got - seqs) / (total - ttft)}
+    return {
+        "parallel": seqs,
+        "prompt": prompt,
+        "gen": gen,
+        "generated": got,
+        "total_s": total,
+        "e2e_tok_s": got / total,
+        "decode_tok_s": (got - seqs) / (total - ttft),
+    }
 
 
 def _ttft(engine, prompt: list[int]) -> float:
@@ -152,15 +162,20 @@ def bench_itl(engine) -> dict:
     ids = {engine.add_request(_rand_prompt(rng, V, 128, bos), params) for _ in range(8)}
     _step_gaps(engine, ids, 20)
     unloaded = sorted(_step_gaps(engine, ids, 100))
-    long_id = engine.add_request(_rand_prompt(rng, V, 8000, bos), SamplingParams(max_tokens=1, ignore_eos=True))
+    long_id = engine.add_request(
+        _rand_prompt(rng, V, 8000, bos), SamplingParams(max_tokens=1, ignore_eos=True)
+    )
     loaded = []
     while long_id in engine.requests:
         loaded += _step_gaps(engine, ids, 1)
     for rid in ids:
         engine.abort(rid)
     p99 = lambda xs: sorted(xs)[max(0, int(0.99 * len(xs)) - 1)]
-    return {"unloaded_p99_ms": 1000 * p99(unloaded), "loaded_p99_ms": 1000 * p99(loaded),
-            "loaded_steps": len(loaded)}
+    return {
+        "unloaded_p99_ms": 1000 * p99(unloaded),
+        "loaded_p99_ms": 1000 * p99(loaded),
+        "loaded_steps": len(loaded),
+    }
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -172,12 +187,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--parallel", type=str, default="", help="comma list of concurrent sequences")
     p.add_argument("--parallel-prompt", type=int, default=128)
     p.add_argument("--parallel-gen", type=int, default=128)
-    p.add_argument("--profile", type=str, default="",
-                   help="comma list of batch sizes to profile per kernel category (CUDA)")
-    p.add_argument("--prefix-test", action="store_true",
-                   help="TTFT of a 4000-token prompt whose first 3900 tokens are cached vs cold")
-    p.add_argument("--itl-test", action="store_true",
-                   help="p99 inter-token latency of 8 streams while an 8000-token prompt prefills")
+    p.add_argument(
+        "--profile",
+        type=str,
+        default="",
+        help="comma list of batch sizes to profile per kernel category (CUDA)",
+    )
+    p.add_argument(
+        "--prefix-test",
+        action="store_true",
+        help="TTFT of a 4000-token prompt whose first 3900 tokens are cached vs cold",
+    )
+    p.add_argument(
+        "--itl-test",
+        action="store_true",
+        help="p99 inter-token latency of 8 streams while an 8000-token prompt prefills",
+    )
     p.add_argument("--json", type=str, default=None, help="write results to this file")
     p.set_defaults(func=run)
 
@@ -189,7 +214,8 @@ def run(args: argparse.Namespace) -> int:
     model = resolve_model(args.model)
     par = [int(x) for x in args.parallel.split(",") if x]
     cfg = engine_config(
-        args, model=model,
+        args,
+        model=model,
         max_num_batched_tokens=max(args.max_num_batched_tokens, args.n_prompt),
         max_num_seqs=max([args.max_num_seqs, *par]),
         max_model_len=args.max_model_len or (8192 + 256 if args.itl_test else 4096 + 256),
@@ -197,25 +223,40 @@ def run(args: argparse.Namespace) -> int:
     engine = LLMEngine(cfg)
     r = engine.runner
     bw = measure_bandwidth()
-    res: dict = {"model": args.model, "file": model, "device": device_name(r.device),
-                 "kv_dtype": r.kv_dtype, "weight_bytes": r.weight_bytes,
-                 "copy_bandwidth_GBps": bw / 1e9}
+    res: dict = {
+        "model": args.model,
+        "file": model,
+        "device": device_name(r.device),
+        "kv_dtype": r.kv_dtype,
+        "weight_bytes": r.weight_bytes,
+        "copy_bandwidth_GBps": bw / 1e9,
+    }
     if args.n_prompt:
         res["pp"] = {"n": args.n_prompt, "tok_s": bench_pp(engine, args.n_prompt, args.reps)}
         print(f"pp{args.n_prompt}: {res['pp']['tok_s']:.1f} tok/s")
     if args.n_gen:
         tg = bench_tg(engine, args.n_gen, args.reps)
         ceiling = bw / r.weight_bytes if bw else 0.0
-        res["tg"] = {"n": args.n_gen, "tok_s": tg, "ceiling_tok_s": ceiling,
-                     "fraction_of_ceiling": tg / ceiling if ceiling else None}
-        frac = f" ({100 * tg / ceiling:.0f}% of the {ceiling:.0f} tok/s bandwidth ceiling)" if ceiling else ""
+        res["tg"] = {
+            "n": args.n_gen,
+            "tok_s": tg,
+            "ceiling_tok_s": ceiling,
+            "fraction_of_ceiling": tg / ceiling if ceiling else None,
+        }
+        frac = (
+            f" ({100 * tg / ceiling:.0f}% of the {ceiling:.0f} tok/s bandwidth ceiling)"
+            if ceiling
+            else ""
+        )
         print(f"tg{args.n_gen}: {tg:.1f} tok/s{frac}")
     res["parallel"] = []
     for n in par:
         out = bench_parallel(engine, n, args.parallel_prompt, args.parallel_gen)
         res["parallel"].append(out)
-        print(f"parallel {n}: {out['decode_tok_s']:.0f} generated tok/s in decode, "
-              f"{out['e2e_tok_s']:.0f} end to end")
+        print(
+            f"parallel {n}: {out['decode_tok_s']:.0f} generated tok/s in decode, "
+            f"{out['e2e_tok_s']:.0f} end to end"
+        )
     for b in [int(x) for x in args.profile.split(",") if x]:
         from localllm.bench_profile import format_profile, profile_decode
 
@@ -225,16 +266,22 @@ def run(args: argparse.Namespace) -> int:
     if args.prefix_test:
         res["prefix"] = bench_prefix_ttft(engine)
         p = res["prefix"]
-        print(f"prefix cache: 4000-token prompt TTFT cold {p['cold_ms']:.1f} ms, with 3900 cached "
-              f"{p['warm_ms']:.1f} ms ({100 * p['ratio']:.1f}% of cold)")
+        print(
+            f"prefix cache: 4000-token prompt TTFT cold {p['cold_ms']:.1f} ms, with 3900 cached "
+            f"{p['warm_ms']:.1f} ms ({100 * p['ratio']:.1f}% of cold)"
+        )
     if args.itl_test:
         res["itl"] = bench_itl(engine)
         i = res["itl"]
-        print(f"inter-token latency of 8 streams: p99 {i['unloaded_p99_ms']:.2f} ms unloaded, "
-              f"{i['loaded_p99_ms']:.2f} ms while an 8000-token prompt prefills "
-              f"({i['loaded_p99_ms'] / i['unloaded_p99_ms']:.2f}x)")
-    print(f"[{res['device']}, weights {r.weight_bytes / 1e9:.2f} GB read per token, "
-          f"copy bandwidth {bw / 1e12:.2f} TB/s, kv {r.kv_dtype}]")
+        print(
+            f"inter-token latency of 8 streams: p99 {i['unloaded_p99_ms']:.2f} ms unloaded, "
+            f"{i['loaded_p99_ms']:.2f} ms while an 8000-token prompt prefills "
+            f"({i['loaded_p99_ms'] / i['unloaded_p99_ms']:.2f}x)"
+        )
+    print(
+        f"[{res['device']}, weights {r.weight_bytes / 1e9:.2f} GB read per token, "
+        f"copy bandwidth {bw / 1e12:.2f} TB/s, kv {r.kv_dtype}]"
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=2))
     return 0

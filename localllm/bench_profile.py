@@ -27,7 +27,9 @@ CATEGORIES = (
 
 def categorize(name: str) -> str:
     low = name.lower()
-    return next((cat for frag, cat in CATEGORIES if frag in low), "other (sampling, embedding, copies)")
+    return next(
+        (cat for frag, cat in CATEGORIES if frag in low), "other (sampling, embedding, copies)"
+    )
 
 
 def profile_decode(engine, batch: int, steps: int = 20) -> dict:
@@ -70,5 +72,7 @@ def format_profile(p: dict) -> str:
     rows += [f"  {k:38s} {100 * v:5.1f}%" for k, v in p["fractions"].items()]
     if p.get("kernels"):
         rows.append(f"  kernels: {p['kernel_us']:.0f} us per step (profiler on); top by time:")
-        rows += [f"    {us:7.1f} us  {calls:5.0f} calls  {name}" for name, us, calls in p["kernels"]]
+        rows += [
+            f"    {us:7.1f} us  {calls:5.0f} calls  {name}" for name, us, calls in p["kernels"]
+        ]
     return "\n".join(rows)

@@ -10,25 +10,45 @@ from localllm.cli_args import add_engine_args, engine_config
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("chat", help="chat with a model in the terminal",
-                       description="Terminal chat. Without --model or --url, pick one of the "
-                       "GGUF files found on this machine.")
+    p = sub.add_parser(
+        "chat",
+        help="chat with a model in the terminal",
+        description="Terminal chat. Without --model or --url, pick one of the "
+        "GGUF files found on this machine.",
+    )
     add_engine_args(p, model_required=False)
     g = p.add_argument_group("chat")
-    g.add_argument("--url", help="chat with a running OpenAI-compatible server instead "
-                   "(e.g. http://127.0.0.1:8000)")
+    g.add_argument(
+        "--url",
+        help="chat with a running OpenAI-compatible server instead (e.g. http://127.0.0.1:8000)",
+    )
     g.add_argument("--remote-model", help="model name to ask the server for (default: its first)")
     g.add_argument("--api-key", default=None, help="API key for --url (default: none)")
-    g.add_argument("--serve", action="store_true",
-                   help="also serve the OpenAI API from this process and engine")
+    g.add_argument(
+        "--serve",
+        action="store_true",
+        help="also serve the OpenAI API from this process and engine",
+    )
     g.add_argument("--host", default="127.0.0.1", help="--serve address (default: 127.0.0.1)")
     g.add_argument("--port", type=int, default=8000, help="--serve port (default: 8000)")
-    g.add_argument("--models-dir", action="append", default=[],
-                   help="extra folder to search for .gguf files (repeatable)")
-    g.add_argument("--db", type=Path, default=None,
-                   help="conversation database (default: $LOCALLLM_CHAT_DB or the user data dir)")
-    g.add_argument("--export-dir", type=Path, default=Path("."),
-                   help="where exported Markdown goes (default: the current folder)")
+    g.add_argument(
+        "--models-dir",
+        action="append",
+        default=[],
+        help="extra folder to search for .gguf files (repeatable)",
+    )
+    g.add_argument(
+        "--db",
+        type=Path,
+        default=None,
+        help="conversation database (default: $LOCALLLM_CHAT_DB or the user data dir)",
+    )
+    g.add_argument(
+        "--export-dir",
+        type=Path,
+        default=Path("."),
+        help="where exported Markdown goes (default: the current folder)",
+    )
     g.add_argument("--system", default=None, help="system prompt for new conversations")
     g.add_argument("--temperature", "-t", type=float, default=None)
     g.add_argument("--top-p", type=float, default=None)
@@ -58,10 +78,19 @@ def run(args: argparse.Namespace) -> int:
     if args.serve and args.url:
         raise LocalLLMError("--serve shares an in-process engine; it does not work with --url")
     opts = ChatOptions(
-        model=args.model, url=args.url, remote_model=args.remote_model, api_key=args.api_key,
-        engine_config=functools.partial(_config_for, args), models_dirs=tuple(args.models_dir),
-        db_path=args.db, export_dir=args.export_dir, serve=args.serve, host=args.host,
-        port=args.port, settings=_settings(args), system_prompt=args.system,
+        model=args.model,
+        url=args.url,
+        remote_model=args.remote_model,
+        api_key=args.api_key,
+        engine_config=functools.partial(_config_for, args),
+        models_dirs=tuple(args.models_dir),
+        db_path=args.db,
+        export_dir=args.export_dir,
+        serve=args.serve,
+        host=args.host,
+        port=args.port,
+        settings=_settings(args),
+        system_prompt=args.system,
     )
     ChatApp(opts).run()
     return 0

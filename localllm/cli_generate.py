@@ -22,8 +22,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--repeat-penalty", type=float, default=1.0)
     p.add_argument("--seed", dest="sample_seed", type=int, default=None, help="sampling seed")
     p.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
-    p.add_argument("--chat", action="store_true",
-                   help="wrap the prompt as a user message in the model's chat template")
+    p.add_argument(
+        "--chat",
+        action="store_true",
+        help="wrap the prompt as a user message in the model's chat template",
+    )
     p.add_argument("--system", default=None, help="system message (with --chat)")
     p.set_defaults(func=run)
 
@@ -33,16 +36,21 @@ def run(args: argparse.Namespace) -> int:
 
     engine = LLMEngine(engine_config(args, max_num_seqs=1))
     if args.chat:
-        msgs = ([{"role": "system", "content": args.system}] if args.system else [])
+        msgs = [{"role": "system", "content": args.system}] if args.system else []
         msgs.append({"role": "user", "content": args.prompt})
         text = engine.chat_template.render(msgs, add_generation_prompt=True)
         ids = engine.tokenizer.encode(text, add_special=not engine.chat_template.renders_bos)
     else:
         ids = engine.encode_prompt(args.prompt)
     params = SamplingParams(
-        max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p,
-        top_k=args.top_k, min_p=args.min_p, repetition_penalty=args.repeat_penalty,
-        seed=args.sample_seed, stop=args.stop,
+        max_tokens=args.max_tokens,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        top_k=args.top_k,
+        min_p=args.min_p,
+        repetition_penalty=args.repeat_penalty,
+        seed=args.sample_seed,
+        stop=args.stop,
     )
     t0 = time.perf_counter()
     rid = engine.add_request(ids, params, continuation=bool(args.prompt) and not args.chat)

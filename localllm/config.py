@@ -37,7 +37,9 @@ class ModelConfig:
     context_length: int
     rope_theta: float = 10000.0
     rope_scaling: RopeScaling | None = None
-    rope_style: str = "interleaved"  # "interleaved" (GGUF llama: adjacent pairs) | "neox" (half split)
+    rope_style: str = (
+        "interleaved"  # "interleaved" (GGUF llama: adjacent pairs) | "neox" (half split)
+    )
     rms_eps: float = 1e-5
     tie_embeddings: bool = False
     qkv_bias: bool = False  # qwen2
@@ -46,7 +48,9 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         if self.n_heads % self.n_kv_heads:
-            raise ValueError(f"n_heads {self.n_heads} is not a multiple of n_kv_heads {self.n_kv_heads}")
+            raise ValueError(
+                f"n_heads {self.n_heads} is not a multiple of n_kv_heads {self.n_kv_heads}"
+            )
         if self.rope_style not in ("interleaved", "neox"):
             raise ValueError(f"unknown rope style {self.rope_style!r}")
         if self.head_dim % 2:
@@ -71,7 +75,9 @@ class EngineConfig:
     model: str
     device: str = "auto"  # "auto" | "cpu" | "cuda" | "cuda:N"
     backend: str = "auto"  # "auto" (triton on CUDA, reference on CPU) | "triton" | "reference"
-    dtype: str = "auto"  # activations: "auto" (fp16 on CUDA, fp32 on CPU) | "fp16" | "bf16" | "fp32"
+    dtype: str = (
+        "auto"  # activations: "auto" (fp16 on CUDA, fp32 on CPU) | "fp16" | "bf16" | "fp32"
+    )
     max_model_len: int | None = None  # default: the model's context length
     kv_dtype: str = "auto"  # auto = fp16 on CUDA, fp32 on CPU
     block_size: int = 16
@@ -94,7 +100,9 @@ class EngineConfig:
 
     def __post_init__(self) -> None:
         if self.kv_dtype not in KV_DTYPES:
-            raise ValueError(f"--kv-dtype must be one of {', '.join(KV_DTYPES)}, got {self.kv_dtype!r}")
+            raise ValueError(
+                f"--kv-dtype must be one of {', '.join(KV_DTYPES)}, got {self.kv_dtype!r}"
+            )
         if not 0.05 <= self.gpu_memory_utilization <= 0.99:
             raise ValueError("--gpu-memory-utilization must be in [0.05, 0.99]")
         if self.block_size not in (8, 16, 32, 64):

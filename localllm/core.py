@@ -34,9 +34,21 @@ class SamplingParams:
             (self.top_k >= 0, "top_k", "top_k must be >= 0"),
             (0.0 <= self.min_p <= 1.0, "min_p", "min_p must be in [0, 1]"),
             (self.repetition_penalty > 0.0, "repetition_penalty", "repetition_penalty must be > 0"),
-            (-2.0 <= self.presence_penalty <= 2.0, "presence_penalty", "presence_penalty must be in [-2, 2]"),
-            (-2.0 <= self.frequency_penalty <= 2.0, "frequency_penalty", "frequency_penalty must be in [-2, 2]"),
-            (self.logprobs is None or 0 <= self.logprobs <= 20, "logprobs", "top_logprobs must be in [0, 20]"),
+            (
+                -2.0 <= self.presence_penalty <= 2.0,
+                "presence_penalty",
+                "presence_penalty must be in [-2, 2]",
+            ),
+            (
+                -2.0 <= self.frequency_penalty <= 2.0,
+                "frequency_penalty",
+                "frequency_penalty must be in [-2, 2]",
+            ),
+            (
+                self.logprobs is None or 0 <= self.logprobs <= 20,
+                "logprobs",
+                "top_logprobs must be in [0, 20]",
+            ),
         ]
         for ok, param, msg in checks:
             if not ok:

@@ -27,7 +27,9 @@ def pick_backend(name: str, device: torch.device) -> str:
         if device.type != "cuda":
             raise LocalLLMError("the triton backend needs a CUDA device")
         if not triton_available():
-            raise LocalLLMError("the triton backend needs the `triton` package (pip install triton)")
+            raise LocalLLMError(
+                "the triton backend needs the `triton` package (pip install triton)"
+            )
     if name != "auto":
         return name
     if device.type != "cuda":

@@ -54,12 +54,16 @@ class LLMEngine:
         self.runner = ModelRunner(cfg, self.gguf, self.model_cfg)
         self.max_model_len = self.runner.max_model_len
         self.block_manager = BlockManager(
-            self.runner.kv.num_blocks, cfg.block_size, cfg.enable_prefix_caching,
+            self.runner.kv.num_blocks,
+            cfg.block_size,
+            cfg.enable_prefix_caching,
             model_id=f"{self.gguf.path}:{self.gguf.file_size}",
         )
         self.scheduler = Scheduler(
             SchedulerConfig(
-                cfg.max_num_seqs, cfg.max_num_batched_tokens, self.max_model_len,
+                cfg.max_num_seqs,
+                cfg.max_num_batched_tokens,
+                self.max_model_len,
                 decode_prefill_chunk=self._decode_prefill_chunk(),
             ),
             self.block_manager,
@@ -74,8 +78,13 @@ class LLMEngine:
         return DEFAULT_DECODE_PREFILL_CHUNK if self.runner.device.type == "cuda" else 0
 
     # ---- requests -----------------------------------------------------------------------
-    def add_request(self, prompt_ids: list[int], params: SamplingParams,
-                    request_id: str | None = None, continuation: bool = True) -> str:
+    def add_request(
+        self,
+        prompt_ids: list[int],
+        params: SamplingParams,
+        request_id: str | None = None,
+        continuation: bool = True,
+    ) -> str:
         """Queue a request. continuation=True keeps the leading space of the first generated
         piece (a completion continuing its prompt); chat answers pass False."""
         request_id = request_id or uuid.uuid4().hex
@@ -92,8 +101,10 @@ class LLMEngine:
             frozenset() if params.ignore_eos else self.tokenizer.stop_ids
         )
         self.requests[request_id] = _RequestState(
-            seq, IncrementalDetokenizer(self.tokenizer, continuation=continuation),
-            StopStringBuffer(params.stop), stop_ids
+            seq,
+            IncrementalDetokenizer(self.tokenizer, continuation=continuation),
+            StopStringBuffer(params.stop),
+            stop_ids,
         )
         self.stats.requests_received += 1
         return request_id
@@ -136,8 +147,13 @@ class LLMEngine:
         text = "" if st.stop.stopped else st.stop.feed(st.detok.flush())[0] + st.stop.flush()
         return self._final_event(st, seq.finish_reason or "length", text)
 
-    def _sample(self, batch: ScheduledBatch, logits: torch.Tensor, rows: list[tuple[int, int]],
-                greedy: torch.Tensor | None = None) -> dict[int, list[int]]:
+    def _sample(
+        self,
+        batch: ScheduledBatch,
+        logits: torch.Tensor,
+        rows: list[tuple[int, int]],
+        greedy: torch.Tensor | None = None,
+    ) -> dict[int, list[int]]:
         """greedy: the argmax of every logits row, computed on the device (CUDA graphs); plain
         greedy rows then read their ids from it (one small copy) instead of sampling."""
         accepted: dict[int, list[int]] = {it.seq.seq_id: [] for it in batch.items}
@@ -166,7 +182,9 @@ class LLMEngine:
             return SamplingRow(seq.params, seq.seq_id, (), ())
         return SamplingRow(seq.params, seq.seq_id, seq.token_ids[: seq.prompt_len], seq.output_ids)
 
-    def _record_logprob(self, seq: Sequence, tok: int, lp: tuple[float, list[tuple[int, float]]]) -> None:
+    def _record_logprob(
+        self, seq: Sequence, tok: int, lp: tuple[float, list[tuple[int, float]]]
+    ) -> None:
         st = self.requests.get(seq.request_id)
         if st is None:
             return
@@ -175,7 +193,9 @@ class LLMEngine:
         st.logprobs.append(TokenLogprob(tok, to_str(tok), lp[0], top))
 
     # ---- postprocess --------------------------------------------------------------------
-    def _postprocess(self, batch: ScheduledBatch, accepted: dict[int, list[int]]) -> list[TokenEvent]:
+    def _postprocess(
+        self, batch: ScheduledBatch, accepted: dict[int, list[int]]
+    ) -> list[TokenEvent]:
         events = []
         now = time.monotonic()
         for it in batch.items:
@@ -226,18 +246,27 @@ class LLMEngine:
         self.stats.record_finished(seq)
         return ev
 
-    def _final_event(self, st: _RequestState, reason: str, text: str, ids: list[int] | None = None,
-                     lps: list[TokenLogprob] | None = None) -> TokenEvent:
+    def _final_event(
+        self,
+        st: _RequestState,
+        reason: str,
+        text: str,
+        ids: list[int] | None = None,
+        lps: list[TokenLogprob] | None = None,
+    ) -> TokenEvent:
         seq = st.seq
         usage = Usage(seq.prompt_len, seq.num_output, seq.num_cached_prompt)
-        return TokenEvent(seq.request_id, text, ids or [], lps, reason, usage, stats=request_stats(seq))
+        return TokenEvent(
+            seq.request_id, text, ids or [], lps, reason, usage, stats=request_stats(seq)
+        )
 
     # ---- conveniences -------------------------------------------------------------------
     def encode_prompt(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special=True, parse_special=True)
 
-    def generate(self, prompts: list[list[int]], params: SamplingParams | list[SamplingParams]
-                 ) -> list[list[int]]:
+    def generate(
+        self, prompts: list[list[int]], params: SamplingParams | list[SamplingParams]
+    ) -> list[list[int]]:
         """Run prompts to completion (tests, bench): returns the generated ids of each."""
         plist = params if isinstance(params, list) else [params] * len(prompts)
         ids = [self.add_request(p, sp) for p, sp in zip(prompts, plist)]

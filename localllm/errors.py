@@ -19,7 +19,9 @@ class ModelLoadError(LocalLLMError):
 class RequestError(LocalLLMError):
     """A request cannot be served (bad parameters, prompt too long ...)."""
 
-    def __init__(self, message: str, *, code: str = "invalid_request", param: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, code: str = "invalid_request", param: str | None = None
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.param = param

@@ -42,8 +42,9 @@ def bytes_per_block(cfg: ModelConfig, block_size: int, dtype_name: str) -> int:
     return per_layer * cfg.n_layers
 
 
-def allocate_kv_cache(cfg: ModelConfig, num_blocks: int, block_size: int, dtype_name: str,
-                      device: torch.device) -> KVCache:
+def allocate_kv_cache(
+    cfg: ModelConfig, num_blocks: int, block_size: int, dtype_name: str, device: torch.device
+) -> KVCache:
     L, H, D = cfg.n_layers, cfg.n_kv_heads, cfg.head_dim
     dtype = _STORAGE[dtype_name]
     kv = torch.zeros((L, 2, num_blocks, H, block_size, D), dtype=dtype, device=device)
@@ -61,8 +62,9 @@ def allocate_kv_cache(cfg: ModelConfig, num_blocks: int, block_size: int, dtype_
     )
 
 
-def plan_num_blocks(cfg: ModelConfig, block_size: int, dtype_name: str, budget_bytes: int,
-                    max_model_len: int) -> int:
+def plan_num_blocks(
+    cfg: ModelConfig, block_size: int, dtype_name: str, budget_bytes: int, max_model_len: int
+) -> int:
     """How many blocks fit in budget_bytes; refuses a pool that cannot hold one full context."""
     per_block = bytes_per_block(cfg, block_size, dtype_name)
     n = budget_bytes // per_block

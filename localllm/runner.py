@@ -37,7 +37,9 @@ CPU_DENSE_BUDGET = 4 << 30  # dequantize weights once on CPU when they fit in th
 @dataclass
 class StepOutput:
     logits: torch.Tensor  # [S, vocab] float32
-    rows: list[tuple[int, int]]  # per batch item: (first logits row, number of rows); (0, 0) if none
+    rows: list[
+        tuple[int, int]
+    ]  # per batch item: (first logits row, number of rows); (0, 0) if none
     greedy: torch.Tensor | None = None  # int64 [S]: argmax of each logits row (CUDA graphs)
 
 
@@ -63,7 +65,9 @@ class ModelRunner:
         self.load_seconds = time.perf_counter() - t0
         cos_sin = cos_sin_table(model_cfg, self.max_model_len, self.device, weights.rope_freqs)
         int8_act = cfg.int8_activations and self.backend == "triton"
-        self.model = MODEL_CLASSES[model_cfg.arch](model_cfg, weights, Ops(self.backend), cos_sin, int8_act)
+        self.model = MODEL_CLASSES[model_cfg.arch](
+            model_cfg, weights, Ops(self.backend), cos_sin, int8_act
+        )
         self.weight_bytes = weights.nbytes
         self.kv = self._allocate_kv()
         self.graphs: GraphRunner | None = None
@@ -106,14 +110,20 @@ class ModelRunner:
         """Blocks that fit in budget. A context the user asked for that does not fit is refused
         (with the largest that would); the model's own default context shrinks to fit instead."""
         try:
-            return plan_num_blocks(self.model_cfg, self.block_size, self.kv_dtype, budget, self.max_model_len)
+            return plan_num_blocks(
+                self.model_cfg, self.block_size, self.kv_dtype, budget, self.max_model_len
+            )
         except OutOfMemoryError:
             per_block = bytes_per_block(self.model_cfg, self.block_size, self.kv_dtype)
             fits = budget // per_block * self.block_size
             if self.cfg.max_model_len is not None or fits < min(2048, self.max_model_len):
                 raise
-        log.warning("the model's %d-token context does not fit in the KV pool; using %d tokens "
-                    "(set --max-model-len or --kv-dtype int8)", self.max_model_len, fits)
+        log.warning(
+            "the model's %d-token context does not fit in the KV pool; using %d tokens "
+            "(set --max-model-len or --kv-dtype int8)",
+            self.max_model_len,
+            fits,
+        )
         self.max_model_len = int(fits)
         self.max_blocks_per_seq = fits // self.block_size
         return int(budget // per_block)
@@ -122,13 +132,19 @@ class ModelRunner:
         """Peak bytes torch allocates for weights + one forward of max_num_batched_tokens."""
         n_tok = min(self.cfg.max_num_batched_tokens, self.max_model_len)
         n_blocks = -(-n_tok // self.block_size) + 1
-        kv = allocate_kv_cache(self.model_cfg, n_blocks, self.block_size, self.kv_dtype, self.device)
+        kv = allocate_kv_cache(
+            self.model_cfg, n_blocks, self.block_size, self.kv_dtype, self.device
+        )
         torch.cuda.synchronize(self.device)
         torch.cuda.reset_peak_memory_stats(self.device)
         fb = self._build(
-            input_ids=[0] * n_tok, positions=list(range(n_tok)),
-            slots=list(range(n_tok)), tables=[list(range(n_blocks))], q_lens=[n_tok],
-            seq_lens=[n_tok], logits_rows=list(range(min(n_tok, self.cfg.max_num_seqs))),
+            input_ids=[0] * n_tok,
+            positions=list(range(n_tok)),
+            slots=list(range(n_tok)),
+            tables=[list(range(n_blocks))],
+            q_lens=[n_tok],
+            seq_lens=[n_tok],
+            logits_rows=list(range(min(n_tok, self.cfg.max_num_seqs))),
         )
         self.model.logits(self.model.forward(fb, kv))
         torch.cuda.synchronize(self.device)
@@ -143,10 +159,16 @@ class ModelRunner:
         return self.kv.num_blocks * self.block_size
 
     # ---- batches ------------------------------------------------------------------------
-    def _build(self, input_ids: Sequence[int], positions: Sequence[int] | np.ndarray,
-               slots: Sequence[int] | np.ndarray,
-               tables: list[list[int]], q_lens: list[int], seq_lens: list[int],
-               logits_rows: list[int]) -> ForwardBatch:
+    def _build(
+        self,
+        input_ids: Sequence[int],
+        positions: Sequence[int] | np.ndarray,
+        slots: Sequence[int] | np.ndarray,
+        tables: list[list[int]],
+        q_lens: list[int],
+        seq_lens: list[int],
+        logits_rows: list[int],
+    ) -> ForwardBatch:
         dev = self.device
         width = max(1, max(len(t) for t in tables))
         bt = np.zeros((len(tables), width), dtype=np.int32)
@@ -194,10 +216,12 @@ class ModelRunner:
             else:
                 rows.append((0, 0))
         pos = np.concatenate(pos_chunks)
-        slots = np.concatenate([
-            np.asarray(t, dtype=np.int64)[p // bs] * bs + p % bs
-            for t, p in zip(tables, pos_chunks)
-        ])
+        slots = np.concatenate(
+            [
+                np.asarray(t, dtype=np.int64)[p // bs] * bs + p % bs
+                for t, p in zip(tables, pos_chunks)
+            ]
+        )
         fb = self._build(ids, pos, slots, tables, q_lens, seq_lens, logits_rows)
         return fb, rows
 

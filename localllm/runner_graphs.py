@@ -93,11 +93,16 @@ class GraphRunner:
     def _fb(self, b: int, c: int) -> ForwardBatch:
         n_seq = b + (1 if c else 0)
         return ForwardBatch(
-            input_ids=self.ids[: b + c], positions=self.pos[: b + c],
-            slot_mapping=self.slots[: b + c], block_tables=self.tables[:n_seq],
-            cu_seqlens_q=self.cu[: n_seq + 1], seq_lens=self.seq_lens[:n_seq],
-            max_q_len=max(1, c), max_seq_len=self.runner.max_model_len,
-            logits_indices=self.rows[:n_seq], logits_all_rows=c == 0,  # decode rows 0..b-1
+            input_ids=self.ids[: b + c],
+            positions=self.pos[: b + c],
+            slot_mapping=self.slots[: b + c],
+            block_tables=self.tables[:n_seq],
+            cu_seqlens_q=self.cu[: n_seq + 1],
+            seq_lens=self.seq_lens[:n_seq],
+            max_q_len=max(1, c),
+            max_seq_len=self.runner.max_model_len,
+            logits_indices=self.rows[:n_seq],
+            logits_all_rows=c == 0,  # decode rows 0..b-1
         )
 
     def _reset(self, b: int, c: int) -> None:
@@ -160,7 +165,9 @@ class GraphRunner:
             b = self._bucket(self.buckets, len(decodes)) if decodes else None
             key = (b, 0)
         elif not decodes:
-            key = (0, PREFILL_GRAPH_TOKENS) if chunk.num_tokens <= PREFILL_GRAPH_TOKENS else (None, 0)
+            key = (
+                (0, PREFILL_GRAPH_TOKENS) if chunk.num_tokens <= PREFILL_GRAPH_TOKENS else (None, 0)
+            )
         else:
             b = self._bucket(self.mixed_buckets, len(decodes))
             key = (b, self.mixed_chunk) if chunk.num_tokens <= self.mixed_chunk else (None, 0)
@@ -168,7 +175,9 @@ class GraphRunner:
             return None
         return (key[0], key[1]), decodes, chunk
 
-    def _stage(self, decodes: list[ScheduledSeq], chunk: ScheduledSeq | None, b: int, c: int) -> int:
+    def _stage(
+        self, decodes: list[ScheduledSeq], chunk: ScheduledSeq | None, b: int, c: int
+    ) -> int:
         """Fill the host buffer for graph (b, c); returns how many bytes of it to copy."""
         bs = self.runner.block_size
         h = self.host_np
@@ -200,8 +209,9 @@ class GraphRunner:
             rows[b] = b + c - 1
         return self.tables_offset + n_seq * self.table_bytes
 
-    def run(self, batch: ScheduledBatch, plan: ReplayPlan
-            ) -> tuple[torch.Tensor, torch.Tensor, list[tuple[int, int]]]:
+    def run(
+        self, batch: ScheduledBatch, plan: ReplayPlan
+    ) -> tuple[torch.Tensor, torch.Tensor, list[tuple[int, int]]]:
         """Replay the graph `plan` (from `plan(batch)`) chose for batch: (logits [S, V], their
         argmax [S], each item's (first row, rows))."""
         (b, c), decodes, chunk = plan

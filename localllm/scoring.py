@@ -24,7 +24,9 @@ def prompt_logits(engine, ids: list[int], chunk: int = 512) -> Iterator[torch.Te
     try:
         for start in range(0, len(ids), chunk):
             n = min(chunk, len(ids) - start)
-            fb, _ = runner.prepare(ScheduledBatch([ScheduledSeq(seq, start, n, [], needs_logits=False)]))
+            fb, _ = runner.prepare(
+                ScheduledBatch([ScheduledSeq(seq, start, n, [], needs_logits=False)])
+            )
             fb.logits_indices = torch.arange(n, device=runner.device)
             yield runner.model.logits(runner.model.forward(fb, runner.kv))  # [n, V]
             seq.num_computed = start + n

@@ -19,16 +19,18 @@ from localllm.kernels.registry import Ops
 KV_DTYPES = {"fp16": torch.float16, "int8": torch.int8, "fp8": torch.float8_e4m3fn}
 
 
-def paged_inputs(batch: int, seq: int, q_len: int, hq: int, hkv: int, d: int, kv: torch.dtype,
-                 block: int = 16) -> tuple:
+def paged_inputs(
+    batch: int, seq: int, q_len: int, hq: int, hkv: int, d: int, kv: torch.dtype, block: int = 16
+) -> tuple:
     """Random pages in shuffled order; every sequence has `seq` KV tokens and `q_len` queries."""
     per_seq = -(-seq // block)
     n_blocks = batch * per_seq
     cache = torch.randn(n_blocks, hkv, block, d, device="cuda").to(kv)
     v_cache = torch.randn(n_blocks, hkv, block, d, device="cuda").to(kv)
     quant = kv in (torch.int8, torch.float8_e4m3fn)
-    scales = [torch.rand(n_blocks, hkv, block, device="cuda") * 0.02 if quant else None
-              for _ in range(2)]
+    scales = [
+        torch.rand(n_blocks, hkv, block, device="cuda") * 0.02 if quant else None for _ in range(2)
+    ]
     tables = torch.randperm(n_blocks, device="cuda").view(batch, per_seq).to(torch.int32)
     cu = torch.arange(batch + 1, device="cuda", dtype=torch.int32) * q_len
     lens = torch.full((batch,), seq, device="cuda", dtype=torch.int32)

@@ -119,7 +119,9 @@ def bench_weight(w: QuantWeight, sweep: bool, results: list[dict], ts: tuple[int
                 _show(r, "sweep")
                 results.append(r)
         if t == 512:
-            print(f"        cuBLAS fp16 {w.n}x{w.k} T=512: {cublas_tflops(w.n, w.k, t):.1f} TFLOP/s")
+            print(
+                f"        cuBLAS fp16 {w.n}x{w.k} T=512: {cublas_tflops(w.n, w.k, t):.1f} TFLOP/s"
+            )
 
 
 def main() -> None:

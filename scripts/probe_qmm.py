@@ -94,7 +94,8 @@ def main() -> None:
                 splits = [int(v) for v in a.splits.split(",")]
                 stage_list = [int(v) for v in a.stages.split(",")]
                 for bm, ng, bn, warps, split, stages in itertools.product(
-                        bms, ngs, (64, 128), (4, 8), splits, stage_list):
+                    bms, ngs, (64, 128), (4, 8), splits, stage_list
+                ):
                     if split > 1 and n > 8192 or stages == 4 and (bn, warps) != (128, 4):
                         continue
                     c = mm.MMConfig(bm, bn, ng, split, warps, stages, True)
@@ -104,10 +105,18 @@ def main() -> None:
                         print(f"   {c}: {type(e).__name__}", flush=True)
                 res.sort(key=lambda r: r[0])
                 for us, c in res[:4]:
-                    print(f"   {us:.1f} us ({w.nbytes / us / 1e3 / PEAK_BW * 1e9:.0%}) {c}", flush=True)
+                    print(
+                        f"   {us:.1f} us ({w.nbytes / us / 1e3 / PEAK_BW * 1e9:.0%}) {c}",
+                        flush=True,
+                    )
                 with open(os.path.join(os.environ.get("OUT", "."), "probe_qmm.jsonl"), "a") as f:
                     for us, c in res:
-                        f.write(json.dumps({"fmt": fmt, "n": n, "k": k, "t": t, "us": us, "cfg": c.__dict__}) + "\n")
+                        f.write(
+                            json.dumps(
+                                {"fmt": fmt, "n": n, "k": k, "t": t, "us": us, "cfg": c.__dict__}
+                            )
+                            + "\n"
+                        )
 
 
 if __name__ == "__main__":

@@ -47,8 +47,12 @@ def main() -> None:
     replay = ev0.elapsed_time(ev1) / 1e3 / a.steps
 
     # host phases of an engine step, synchronizing after the GPU part
-    phases = {"schedule": 0.0, "execute (stage, copy, replay launch)": 0.0,
-              "sample (GPU wait + argmax + sync)": 0.0, "update + postprocess": 0.0}
+    phases = {
+        "schedule": 0.0,
+        "execute (stage, copy, replay launch)": 0.0,
+        "sample (GPU wait + argmax + sync)": 0.0,
+        "update + postprocess": 0.0,
+    }
     keys = list(phases)
     for _ in range(a.steps):
         t = [time.perf_counter()]
@@ -64,8 +68,10 @@ def main() -> None:
         for i, k in enumerate(keys):
             phases[k] += (t[i + 1] - t[i]) / a.steps
     engine.abort(rid)
-    print(f"engine step {1e6 * step:.1f} us ({1 / step:.1f} tok/s); graph replay alone "
-          f"{1e6 * replay:.1f} us ({1 / replay:.1f} tok/s); host gap {1e6 * (step - replay):.1f} us")
+    print(
+        f"engine step {1e6 * step:.1f} us ({1 / step:.1f} tok/s); graph replay alone "
+        f"{1e6 * replay:.1f} us ({1 / replay:.1f} tok/s); host gap {1e6 * (step - replay):.1f} us"
+    )
     for k, v in phases.items():
         print(f"  {k}: {1e6 * v:.1f} us")
 

@@ -27,8 +27,11 @@ def main() -> None:
                                        quant="w4")  # fmt: skip
                 fn()
                 us = triton.testing.do_bench_cudagraph(fn, rep=50) * 1e3
-                print(f"seq {seq:5d} part_len {plan.part_len:4d} ({plan.parts:2d} parts) "
-                      f"stages {stages}: {us:.2f} us", flush=True)
+                print(
+                    f"seq {seq:5d} part_len {plan.part_len:4d} ({plan.parts:2d} parts) "
+                    f"stages {stages}: {us:.2f} us",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

@@ -65,9 +65,13 @@ def main() -> None:
             dres.sort(key=lambda r: r[0])
             default = pick_config(fmt, n, k, t, torch.device("cuda"))
             dms = do_bench(lambda: qlinear_launch(x, w, None, default), warmup=5, rep=30)
-            print(f"DOT default {fmt} T={t}: {dms * 1e3:8.1f} us {w.nbytes / 1e6 / dms:7.1f} GB/s {default}")
+            print(
+                f"DOT default {fmt} T={t}: {dms * 1e3:8.1f} us {w.nbytes / 1e6 / dms:7.1f} GB/s {default}"
+            )
             for ms, cfg in dres[:3]:
-                print(f"DOT {fmt} {n}x{k} T={t}: {ms * 1e3:8.1f} us {w.nbytes / 1e6 / ms:7.1f} GB/s  {cfg}")
+                print(
+                    f"DOT {fmt} {n}x{k} T={t}: {ms * 1e3:8.1f} us {w.nbytes / 1e6 / ms:7.1f} GB/s  {cfg}"
+                )
 
 
 if __name__ == "__main__":

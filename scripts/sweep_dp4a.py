@@ -44,9 +44,12 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="heuristic config only")
     ap.add_argument("--budget", type=float, default=240.0, help="seconds before stopping")
-    ap.add_argument("--cold", action="store_true",
-                    help="cycle through copies of each weight (> 2x the L2 cache) so every call "
-                    "reads from memory, as in a real decode step")
+    ap.add_argument(
+        "--cold",
+        action="store_true",
+        help="cycle through copies of each weight (> 2x the L2 cache) so every call "
+        "reads from memory, as in a real decode step",
+    )
     a = ap.parse_args()
     log = open(os.path.join(os.environ.get("OUT", "."), "sweep_dp4a.jsonl"), "w")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -62,7 +65,9 @@ def main() -> None:
         sets = [[w.tensors[p].clone() for p in dp.PLANES[fmt]] for _ in range(copies)]
         planes = sets[0]
         x = torch.randn(1, k, device="cuda").half()
-        fp16 = bench(lambda: qlinear_launch(x, w, None, pick_config(fmt, n, k, 1, x.device)))  # warm L2
+        fp16 = bench(
+            lambda: qlinear_launch(x, w, None, pick_config(fmt, n, k, 1, x.device))
+        )  # warm L2
         layout = dp.ACT_LAYOUT[fmt]
         qact = bench(lambda: quant_act_triton(x, layout))
         xq, xs = quant_act_triton(x, layout)

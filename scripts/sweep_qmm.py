@@ -24,6 +24,7 @@ from bench_qlinear import PEAK_BW, random_weight  # noqa: E402
 from localllm.kernels.qlinear_mm_triton import PLANES, MMConfig, mm_config, qmm_launch  # noqa: E402
 from localllm.kernels.qlinear_triton import dequantize_triton, qlinear_triton  # noqa: E402
 
+
 def bench(fn) -> float:
     """ms per call, replayed from a CUDA graph as the engine runs it (no launch overhead)."""
     return do_bench_cudagraph(fn, rep=20)
@@ -35,9 +36,15 @@ SHAPES = [(4096, 4096), (28672, 4096), (4096, 14336), (1024, 4096)]
 def candidates(t: int) -> list[MMConfig]:
     bms = [min(64, max(16, 1 << (t - 1).bit_length()))] + ([128] if t > 64 else [])
     out = []
-    for bm, bn, ng, warps, stages, swap in itertools.product(bms, (32, 64, 128), (8, 16), (4, 8), (1, 2),
-                                                             (False, True)):
-        if bn == 128 and (warps == 4 or ng == 16) or bm * bn * ng > 64 * 128 * 8 or (swap and bm > 64):
+    for bm, bn, ng, warps, stages, swap in itertools.product(
+        bms, (32, 64, 128), (8, 16), (4, 8), (1, 2), (False, True)
+    ):
+        if (
+            bn == 128
+            and (warps == 4 or ng == 16)
+            or bm * bn * ng > 64 * 128 * 8
+            or (swap and bm > 64)
+        ):
             continue
         out.append(MMConfig(bm, bn, ng, 1, warps, stages, swap))
     return out
@@ -73,20 +80,37 @@ def main() -> None:
                         c = MMConfig(cfg.bm, cfg.bn, cfg.ng, split, cfg.warps, cfg.stages, cfg.swap)
                         try:
                             o = qmm_launch(x, planes, fmt, n, None, c)
-                            err = ((o.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
+                            err = (
+                                (o.float() - ref.float()).abs().max() / ref.float().abs().max()
+                            ).item()
                             us = bench(lambda c=c: qmm_launch(x, planes, fmt, n, None, c)) * 1e3
                         except Exception as e:  # noqa: BLE001 - a config that does not compile
                             print(f"  {c}: {type(e).__name__}: {str(e)[:120]}")
                             continue
                         rows.append((us, c, err, i == 0))
-                        log.write(json.dumps({"fmt": fmt, "n": n, "k": k, "t": t, "cfg": c.__dict__,
-                                              "us": us, "err": err, "heuristic": i == 0}) + "\n")
+                        log.write(
+                            json.dumps(
+                                {
+                                    "fmt": fmt,
+                                    "n": n,
+                                    "k": k,
+                                    "t": t,
+                                    "cfg": c.__dict__,
+                                    "us": us,
+                                    "err": err,
+                                    "heuristic": i == 0,
+                                }
+                            )
+                            + "\n"
+                        )
                 rows.sort(key=lambda r: r[0])
                 best, heur = rows[0], next(r for r in rows if r[3])
                 gbs = w.nbytes / (best[0] * 1e-6) / 1e9
-                print(f"{fmt} {n}x{k} T={t} (CUDA graph): current {cur:.1f} us, deq+cuBLAS {cub:.1f} us, "
-                      f"heuristic {heur[0]:.1f} us, best {best[0]:.1f} us ({gbs:.0f} GB/s = "
-                      f"{gbs * 1e9 / PEAK_BW:.0%}) {best[1]} err {best[2]:.1e}")
+                print(
+                    f"{fmt} {n}x{k} T={t} (CUDA graph): current {cur:.1f} us, deq+cuBLAS {cub:.1f} us, "
+                    f"heuristic {heur[0]:.1f} us, best {best[0]:.1f} us ({gbs:.0f} GB/s = "
+                    f"{gbs * 1e9 / PEAK_BW:.0%}) {best[1]} err {best[2]:.1e}"
+                )
                 for us, c, err, _ in rows[1:4]:
                     print(f"     {us:.1f} us {c}")
                 log.flush()

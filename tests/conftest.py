@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -21,8 +22,19 @@ if not HAS_CUDA:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     torch.set_num_threads(1)
 
+# Subprocesses started by tests (the CLI, a server) import the checkout under test, not some
+# other installed copy: a folder holding only a `localllm` link goes first on their path.
+_REPO = Path(__file__).resolve().parents[1]
+_PKGROOT = Path(tempfile.mkdtemp(prefix="localllm-pkg-"))
+(_PKGROOT / "localllm").symlink_to(_REPO / "localllm", target_is_directory=True)
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (str(_PKGROOT), os.environ.get("PYTHONPATH", "")) if p
+)
+
 TESTDATA = Path(
-    os.environ.get("LOCALLLM_TESTDATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "testdata")
+    os.environ.get(
+        "LOCALLLM_TESTDATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "testdata"
+    )
 ).resolve()
 
 

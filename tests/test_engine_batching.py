@@ -27,7 +27,10 @@ def _prompts(n: int, seed: int = 0) -> list[tuple[list[int], int]]:
 
 
 def _alone(eng: LLMEngine, prompts) -> list[list[int]]:
-    return [eng.generate([p], SamplingParams(max_tokens=m, temperature=0.0, ignore_eos=True))[0] for p, m in prompts]
+    return [
+        eng.generate([p], SamplingParams(max_tokens=m, temperature=0.0, ignore_eos=True))[0]
+        for p, m in prompts
+    ]
 
 
 def _together(eng: LLMEngine, prompts) -> list[list[int]]:
@@ -96,7 +99,10 @@ def test_preemption_changes_no_output(stories):
 def test_abort_half_mid_stream_leaks_nothing(stories):
     eng = _engine(stories)
     prompts = _prompts(16, seed=9)
-    ids = [eng.add_request(p, SamplingParams(max_tokens=50, temperature=0.0, ignore_eos=True)) for p, _ in prompts]
+    ids = [
+        eng.add_request(p, SamplingParams(max_tokens=50, temperature=0.0, ignore_eos=True))
+        for p, _ in prompts
+    ]
     for _ in range(5):
         eng.step()
     for rid in ids[::2]:
@@ -134,7 +140,11 @@ def test_decode_prefill_chunk_caps_prefill_beside_decodes(stories):
     long prompts (short ones are prefilled whole: they start streaming at once), and outputs
     do not change."""
     early = [([1, 5, 6, 7], 40), ([1, 9, 10], 40)]
-    late = [([1] + list(range(5, 95)), 20), ([1] + list(range(100, 250)), 20), ([1] + list(range(300, 330)), 8)]
+    late = [
+        ([1] + list(range(5, 95)), 20),
+        ([1] + list(range(100, 250)), 20),
+        ([1] + list(range(300, 330)), 8),
+    ]
     alone = _alone(_engine(stories, enable_prefix_caching=False), early + late)
     eng = _engine(stories, decode_prefill_chunk=8)
     eng.scheduler.config.short_prefill = 64  # prompts over 64 tokens are long here

@@ -43,5 +43,8 @@ def test_pycode_greedy_matches_golden(testdata, quant):
 def test_llama2_tiny_random_loads_and_runs(testdata):
     eng = _engine(testdata / "models" / "llama-2-tiny-random.gguf")
     assert eng.tokenizer.vocab_size == 32000
-    [out] = eng.generate([eng.encode_prompt("Hello world")], SamplingParams(max_tokens=8, temperature=0.7, seed=1, ignore_eos=True))
+    [out] = eng.generate(
+        [eng.encode_prompt("Hello world")],
+        SamplingParams(max_tokens=8, temperature=0.7, seed=1, ignore_eos=True),
+    )
     assert len(out) == 8 and all(0 <= t < 32000 for t in out)

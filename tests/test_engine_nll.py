@@ -18,8 +18,16 @@ WINDOW = 512
 @pytest.mark.parametrize("quant", ["q8_0", "q4_k_m"])
 def test_pycode_heldout_nll(testdata, quant):
     gold = json.loads((testdata / "golden" / f"pycode-22m-{quant}_greedy.json").read_text())
-    text = json.loads((testdata / "golden" / "pycode-22m_greedy_f32.json").read_text())["heldout_text"]
-    eng = LLMEngine(EngineConfig(model=str(testdata / "models" / f"pycode-22m-{quant}.gguf"), device="cpu", max_num_seqs=2))
+    text = json.loads((testdata / "golden" / "pycode-22m_greedy_f32.json").read_text())[
+        "heldout_text"
+    ]
+    eng = LLMEngine(
+        EngineConfig(
+            model=str(testdata / "models" / f"pycode-22m-{quant}.gguf"),
+            device="cpu",
+            max_num_seqs=2,
+        )
+    )
     ids = eng.encode_prompt(text)
     nll = mean_nll(eng, ids, WINDOW)
     expected = float(gold["heldout_mean_nll"])

@@ -18,7 +18,9 @@ from localllm.formats.gguf import GGUFFile
 Q = GGMLQuantizationType
 
 
-def write_tiny(path: Path, tensors: dict[str, tuple[np.ndarray, Q | None]], n_tokens: int = 8) -> Path:
+def write_tiny(
+    path: Path, tensors: dict[str, tuple[np.ndarray, Q | None]], n_tokens: int = 8
+) -> Path:
     """A small GGUF through the gguf writer: a few metadata keys, a vocab and `tensors`."""
     w = GGUFWriter(path, "llama")
     w.add_block_count(1)
@@ -95,7 +97,10 @@ def test_large_vocab_metadata_is_fast(tmp_path) -> None:
     t0 = time.perf_counter()
     g = GGUFFile(path)
     elapsed = time.perf_counter() - t0
-    assert len(g.get("tokenizer.ggml.tokens")) == n and g.get("tokenizer.ggml.tokens")[-1] == f"tok{n - 1}"
+    assert (
+        len(g.get("tokenizer.ggml.tokens")) == n
+        and g.get("tokenizer.ggml.tokens")[-1] == f"tok{n - 1}"
+    )
     assert elapsed < 1.0, f"opening a {n}-token vocab took {elapsed:.2f} s"
 
 
@@ -179,7 +184,9 @@ def test_bad_version_and_endianness(tmp_path) -> None:
 def test_huge_array_length_is_truncation_not_memory_error(tmp_path) -> None:
     src = write_tiny(tmp_path / "ok.gguf", simple_tensors())
     field = GGUFReader(src).fields["tokenizer.ggml.tokens"]
-    count_off = field.offset + sum(int(p.nbytes) for p in field.parts[:4])  # klen, key, type, subtype
+    count_off = field.offset + sum(
+        int(p.nbytes) for p in field.parts[:4]
+    )  # klen, key, type, subtype
     bad = _patch(src, tmp_path / "huge.gguf", count_off, "<Q", 1 << 60)
     reason = load_error(bad)
     assert reason.startswith("truncated file") and "tokenizer.ggml.tokens" in reason
@@ -191,7 +198,9 @@ def tiny_bytes(tmp_path_factory) -> tuple[bytes, int]:
     return p.read_bytes(), GGUFReader(p).data_offset
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(data=st.data())
 def test_corrupted_header_never_raises_anything_else(tiny_bytes, tmp_path, data) -> None:
     raw, header_len = tiny_bytes

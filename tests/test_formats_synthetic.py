@@ -23,19 +23,34 @@ Q = GGMLQuantizationType
 
 
 def small(arch: str = "llama", qtype: Q = Q.Q4_K, **kw) -> SyntheticSpec:
-    args = dict(name=f"tiny-{arch}", vocab=300, dim=256, n_layers=2, n_heads=4, n_kv_heads=2,
-                ffn=512, tensor_type=UniformRule(qtype, output=Q.Q6_K), arch=arch)
+    args = dict(
+        name=f"tiny-{arch}",
+        vocab=300,
+        dim=256,
+        n_layers=2,
+        n_heads=4,
+        n_kv_heads=2,
+        ffn=512,
+        tensor_type=UniformRule(qtype, output=Q.Q6_K),
+        arch=arch,
+    )
     return SyntheticSpec(**{**args, **kw})
 
 
 def check_against_spec(g: GGUFFile, spec: SyntheticSpec) -> None:
     a = spec.arch
     assert g.arch == a and g.get("general.name") == spec.name
-    expect = {"embedding_length": spec.dim, "block_count": spec.n_layers,
-              "feed_forward_length": spec.ffn, "attention.head_count": spec.n_heads,
-              "attention.head_count_kv": spec.n_kv_heads, "attention.key_length": spec.head_dim,
-              "rope.dimension_count": spec.head_dim, "vocab_size": spec.vocab,
-              "context_length": spec.context_length}
+    expect = {
+        "embedding_length": spec.dim,
+        "block_count": spec.n_layers,
+        "feed_forward_length": spec.ffn,
+        "attention.head_count": spec.n_heads,
+        "attention.head_count_kv": spec.n_kv_heads,
+        "attention.key_length": spec.head_dim,
+        "rope.dimension_count": spec.head_dim,
+        "vocab_size": spec.vocab,
+        "context_length": spec.context_length,
+    }
     for key, value in expect.items():
         assert g.require(f"{a}.{key}") == value, key
     assert g.get(f"{a}.rope.freq_base") == pytest.approx(spec.rope_theta)
@@ -89,7 +104,9 @@ def test_seed_determinism(tmp_path) -> None:
     assert not list(tmp_path.glob("*.part"))
 
 
-@pytest.mark.parametrize("qtype", sorted(SUPPORTED_QTYPES, key=lambda t: t.value), ids=lambda t: t.name)
+@pytest.mark.parametrize(
+    "qtype", sorted(SUPPORTED_QTYPES, key=lambda t: t.value), ids=lambda t: t.name
+)
 def test_every_quant_type_for_2d_weights(tmp_path, qtype: Q) -> None:
     spec = small(qtype=qtype, n_layers=1, tensor_type=UniformRule(qtype), tie_embeddings=True)
     g = GGUFFile(write_synthetic(spec, tmp_path / "m.gguf"))
@@ -101,8 +118,13 @@ def test_every_quant_type_for_2d_weights(tmp_path, qtype: Q) -> None:
 
 
 def test_rope_scaling_keys(tmp_path) -> None:
-    scaling = {"type": "llama3", "factor": 8.0, "original_context_length": 8192,
-               "low_freq_factor": 1.0, "high_freq_factor": 4.0}
+    scaling = {
+        "type": "llama3",
+        "factor": 8.0,
+        "original_context_length": 8192,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+    }
     spec = small(n_layers=1, rope_scaling=scaling)
     g = GGUFFile(write_synthetic(spec, tmp_path / "m.gguf"))
     for k, v in scaling.items():
@@ -135,8 +157,16 @@ def test_spec_checks() -> None:
 def test_q4_k_m_rule_matches_llama_cpp_quantizer(testdata) -> None:
     """pycode-22m-q4_k_m was written by llama.cpp's quantizer: same types per tensor."""
     g = GGUFFile(testdata / "models" / "pycode-22m-q4_k_m.gguf")
-    spec = SyntheticSpec("pycode", vocab=4096, dim=512, n_layers=6, n_heads=8, n_kv_heads=2,
-                         ffn=1536, tensor_type=q4_k_m_rule)
+    spec = SyntheticSpec(
+        "pycode",
+        vocab=4096,
+        dim=512,
+        n_layers=6,
+        n_heads=8,
+        n_kv_heads=2,
+        ffn=1536,
+        tensor_type=q4_k_m_rule,
+    )
     for t in plan_tensors(spec):
         assert g.tensor(t.name).qtype == t.qtype, t.name
 
@@ -148,8 +178,14 @@ def test_anchor_llama3_q6_k_layers() -> None:
     assert six == [0, 1, 2, 3, 6, 9, 12, 15, 18, 21, 24, 27, 28, 29, 30, 31]
     assert all((plan[f"blk.{i}.ffn_down.weight"] == Q.Q6_K) == (i in six) for i in range(32))
     assert plan["output.weight"] == Q.Q6_K and plan["token_embd.weight"] == Q.Q4_K
-    others = {q for n, q in plan.items() if "attn_v" not in n and "ffn_down" not in n
-              and n not in ("output.weight",) and not n.endswith("norm.weight")}
+    others = {
+        q
+        for n, q in plan.items()
+        if "attn_v" not in n
+        and "ffn_down" not in n
+        and n not in ("output.weight",)
+        and not n.endswith("norm.weight")
+    }
     assert others == {Q.Q4_K}
 
 
@@ -160,8 +196,11 @@ def test_anchor_llama2_types() -> None:
     assert len(plan) == 2 + 32 * 9 + 1
 
 
-@pytest.mark.parametrize("name, gb, gib", [("llama2-7b-q4_0", 3.83, 3.56),
-                                            ("llama3-8b-q4_k_m", 4.92, 4.58)])
+@pytest.mark.parametrize(
+    "name, gb, gib", [("llama2-7b-q4_0", 3.83, 3.56), ("llama3-8b-q4_k_m", 4.92, 4.58)]
+)
 def test_anchor_file_sizes(testdata, name: str, gb: float, gib: float) -> None:
-    size = planned_file_size(SPECS[name], vocab_gguf=testdata / "vocab" / "ggml-vocab-llama-spm.gguf")
+    size = planned_file_size(
+        SPECS[name], vocab_gguf=testdata / "vocab" / "ggml-vocab-llama-spm.gguf"
+    )
     assert round(size / 1e9, 2) == gb and round(size / 2**30, 2) == gib

@@ -29,6 +29,8 @@ def _release() -> None:
 def _free_gpu_memory():
     yield
     _release()
+
+
 GREEDY = SamplingParams(max_tokens=96, temperature=0.0, ignore_eos=True)
 
 
@@ -48,7 +50,9 @@ def test_stories260k_golden_on_gpu(testdata):
     eng = _engine(testdata / "models" / "stories260K.gguf")
     n = len(gold["greedy_tokens"])
     [out] = eng.generate([[1]], SamplingParams(max_tokens=n, temperature=0.0, ignore_eos=True))
-    assert out == gold["greedy_tokens"], f"diverges at token {_first_divergence(out, gold['greedy_tokens'])}"
+    assert out == gold["greedy_tokens"], (
+        f"diverges at token {_first_divergence(out, gold['greedy_tokens'])}"
+    )
 
 
 @pytest.mark.parametrize("quant", ["q8_0", "q4_k_m"])
@@ -66,7 +70,9 @@ def test_pycode_golden_on_gpu(testdata, quant, graphs):
 
 def test_kv_dtype_quality(testdata):
     """Held-out NLL with int8 and fp8 KV within 1% of fp16 KV (pycode-22m-q8_0)."""
-    text = json.loads((testdata / "golden" / "pycode-22m_greedy_f32.json").read_text())["heldout_text"]
+    text = json.loads((testdata / "golden" / "pycode-22m_greedy_f32.json").read_text())[
+        "heldout_text"
+    ]
     path = testdata / "models" / "pycode-22m-q8_0.gguf"
     res = {}
     major, minor = torch.cuda.get_device_capability()
@@ -118,7 +124,9 @@ def test_mixed_graphs_prefill_beside_decodes(testdata):
     chunk) and changes no output compared with eager steps."""
     path = testdata / "models" / "pycode-22m-q8_0.gguf"
     gold = json.loads((testdata / "golden" / "pycode-22m-q8_0_greedy.json").read_text())
-    text = json.loads((testdata / "golden" / "pycode-22m_greedy_f32.json").read_text())["heldout_text"]
+    text = json.loads((testdata / "golden" / "pycode-22m_greedy_f32.json").read_text())[
+        "heldout_text"
+    ]
 
     def run(graphs: bool) -> tuple[list[list[int]], dict]:
         eng = _engine(path, cuda_graphs=graphs, decode_prefill_chunk=24)
@@ -152,7 +160,9 @@ def test_prefill_graph_for_short_prompts(testdata):
     """A lone short prefill (here: a prompt whose prefix is cached) replays the prefill graph
     and gives the same tokens as eager steps."""
     path = testdata / "models" / "pycode-22m-q8_0.gguf"
-    text = json.loads((testdata / "golden" / "pycode-22m_greedy_f32.json").read_text())["heldout_text"]
+    text = json.loads((testdata / "golden" / "pycode-22m_greedy_f32.json").read_text())[
+        "heldout_text"
+    ]
 
     def run(graphs: bool) -> tuple[list[int], dict]:
         eng = _engine(path, cuda_graphs=graphs)

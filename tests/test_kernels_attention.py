@@ -16,8 +16,13 @@ REF = Ops("reference")
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 KV_DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int8, torch.float8_e4m3fn]
 # max |out - dense fp64 oracle| for unit-variance K/V, by cache dtype
-KV_TOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.5e-2, torch.int8: 5e-2,
-          torch.float8_e4m3fn: 0.15}
+KV_TOL = {
+    torch.float32: 1e-5,
+    torch.float16: 2e-3,
+    torch.bfloat16: 1.5e-2,
+    torch.int8: 5e-2,
+    torch.float8_e4m3fn: 0.15,
+}
 needs_triton = pytest.mark.skipif(not triton_available(), reason="triton is not installed")
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
@@ -35,8 +40,16 @@ class Batch:
     max_seq_len: int
 
     def args(self, scale: float) -> tuple:
-        return (self.q, *self.caches, self.block_tables, self.cu, self.seq_lens, self.max_q_len,
-                self.max_seq_len, scale)
+        return (
+            self.q,
+            *self.caches,
+            self.block_tables,
+            self.cu,
+            self.seq_lens,
+            self.max_q_len,
+            self.max_seq_len,
+            scale,
+        )
 
 
 def _write_pages(cache, scale, ids, x) -> None:
@@ -88,9 +101,17 @@ def make_batch(seqs, hq, hkv, d, bs, kv_dtype, dtype, seed=0, device=DEV) -> Bat
         cu.append(cu[-1] + q_len)
     q = torch.randn(cu[-1], hq, d, generator=g).to(dtype).to(device)
     i32 = dict(dtype=torch.int32, device=device)
-    return Batch(q, (k_cache, v_cache, k_scale, v_scale), torch.tensor(tables, **i32),
-                 torch.tensor(cu, **i32), torch.tensor([s for _, s in seqs], **i32), dense, stored,
-                 max(q for q, _ in seqs), max(s for _, s in seqs))
+    return Batch(
+        q,
+        (k_cache, v_cache, k_scale, v_scale),
+        torch.tensor(tables, **i32),
+        torch.tensor(cu, **i32),
+        torch.tensor([s for _, s in seqs], **i32),
+        dense,
+        stored,
+        max(q for q, _ in seqs),
+        max(s for _, s in seqs),
+    )
 
 
 def dense_attention(batch: Batch, scale: float, stored: bool = False) -> torch.Tensor:
@@ -128,12 +149,13 @@ def test_reference_matches_dense(kv_dtype: torch.dtype, hq: int, hkv: int, d: in
     assert exact < 1e-5, exact  # paging, masking, GQA and dequantization are exact
     err = (out.double() - dense_attention(batch, scale)).abs().max().item()
     assert err < KV_TOL[kv_dtype], err  # the cache dtype's own rounding error
-    assert torch.equal(out[batch.cu[-3]:batch.cu[-2]], torch.zeros_like(out[:1]))  # seq_len 0 row
+    assert torch.equal(out[batch.cu[-3] : batch.cu[-2]], torch.zeros_like(out[:1]))  # seq_len 0 row
 
 
 def test_reference_block_size_32_and_out_param() -> None:
-    batch = make_batch([(2, 40), (1, 64), (33, 65)], 4, 2, 64, 32, torch.float16, torch.float16,
-                       device="cpu")
+    batch = make_batch(
+        [(2, 40), (1, 64), (33, 65)], 4, 2, 64, 32, torch.float16, torch.float16, device="cpu"
+    )
     out = torch.full_like(batch.q, float("nan"))
     res = REF.paged_attention(*batch.args(0.125), out=out)
     assert res is out
@@ -209,8 +231,11 @@ def _random_seqs(n: int, max_len: int, q_max: int, seed: int) -> list:
 @pytest.mark.parametrize("kv_dtype", KV_DTYPES)
 @pytest.mark.parametrize("hq,hkv,d", [(32, 32, 128), (32, 8, 128), (32, 4, 64), (16, 2, 256)])
 def test_triton_gpu_decode_realistic(kv_dtype, hq, hkv, d) -> None:
-    for b, max_len, q_max, dtype in ((1, 4000, 1, torch.float16), (64, 1200, 1, torch.bfloat16),
-                                     (16, 3000, 6, torch.float16)):
+    for b, max_len, q_max, dtype in (
+        (1, 4000, 1, torch.float16),
+        (64, 1200, 1, torch.bfloat16),
+        (16, 3000, 6, torch.float16),
+    ):
         batch = make_batch(_random_seqs(b, max_len, q_max, b), hq, hkv, d, 16, kv_dtype, dtype)
         _compare_triton(batch, d**-0.5, ACT_TOL[dtype])
 

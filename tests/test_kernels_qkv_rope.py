@@ -29,20 +29,24 @@ def _case(heads: Heads, qtypes: list[QT], k: int, bias: bool, seed: int):
     dt = torch.float16 if DEV == "cuda" else torch.float32
     g = torch.Generator().manual_seed(seed)
     d = heads.dim
-    sizes = [(heads.n_q + heads.n_kv) * d, heads.n_kv * d] if len(qtypes) == 2 else \
-        [(heads.n_q + 2 * heads.n_kv) * d]
-    ws = [pack_weight(random_raw(q, n, k, seed=seed + i, scale=0.002), DEV)
-          for i, (q, n) in enumerate(zip(qtypes, sizes))]
+    sizes = (
+        [(heads.n_q + heads.n_kv) * d, heads.n_kv * d]
+        if len(qtypes) == 2
+        else [(heads.n_q + 2 * heads.n_kv) * d]
+    )
+    ws = [
+        pack_weight(random_raw(q, n, k, seed=seed + i, scale=0.002), DEV)
+        for i, (q, n) in enumerate(zip(qtypes, sizes))
+    ]
     b = (torch.randn(sum(sizes), generator=g) * 0.1).to(DEV, dt) if bias else None
     x = torch.randn(1, k, generator=g).to(DEV, dt)
     pos = torch.tensor([37], device=DEV)
-    ang = torch.arange(64, dtype=torch.float64)[:, None] / (100.0 ** (torch.arange(d // 2) / (d // 2)))
+    ang = torch.arange(64, dtype=torch.float64)[:, None] / (
+        100.0 ** (torch.arange(d // 2) / (d // 2))
+    )
     cs = torch.cat([ang.cos(), ang.sin()], -1).float().to(DEV)
     cache = lambda: torch.zeros(4, heads.n_kv, 16, d, dtype=dt, device=DEV)  # noqa: E731
     return ws, b, x, pos, cs, cache
-
-
-
 
 
 def _fused_vs_separate(ws, b, heads, x, pos, cs, cache, slot):
@@ -61,9 +65,18 @@ def _fused_vs_separate(ws, b, heads, x, pos, cs, cache, slot):
 
 
 @pytest.mark.parametrize("interleaved", [True, False])
-@pytest.mark.parametrize("qtypes,bias", [([QT.Q4_K, QT.Q6_K], False), ([QT.Q8_0], True),
-                                         ([QT.Q4_0], False), ([QT.Q8_0, QT.Q4_K], True)])
-def test_fused_qkv_rope_matches_separate_ops(interleaved: bool, qtypes: list[QT], bias: bool) -> None:
+@pytest.mark.parametrize(
+    "qtypes,bias",
+    [
+        ([QT.Q4_K, QT.Q6_K], False),
+        ([QT.Q8_0], True),
+        ([QT.Q4_0], False),
+        ([QT.Q8_0, QT.Q4_K], True),
+    ],
+)
+def test_fused_qkv_rope_matches_separate_ops(
+    interleaved: bool, qtypes: list[QT], bias: bool
+) -> None:
     heads = Heads(4, 2, 64, interleaved) if DEV == "cuda" else Heads(2, 1, 16, interleaved)
     ws, b, x, pos, cs, cache = _case(heads, qtypes, 256, bias, seed=len(qtypes) + int(bias))
     slot = torch.tensor([16 * 2 + 5], device=DEV)
@@ -97,8 +110,11 @@ def test_reference_op_is_linear_then_rope_store() -> None:
     qkv = torch.cat([qlinear_ref(x, w) for w in ws], -1) + b
     ek, ev = cache(), cache()
     d, nq, nkv = 32, 4, 2
-    q, k, v = qkv[:, : nq * d].view(3, nq, d), qkv[:, nq * d : (nq + nkv) * d].view(3, nkv, d), \
-        qkv[:, (nq + nkv) * d :].view(3, nkv, d)
+    q, k, v = (
+        qkv[:, : nq * d].view(3, nq, d),
+        qkv[:, nq * d : (nq + nkv) * d].view(3, nkv, d),
+        qkv[:, (nq + nkv) * d :].view(3, nkv, d),
+    )
     rope_ref(q, k, v, pos, cs, False, ek, ev, None, None, slot)
     torch.testing.assert_close(got, qkv)
     torch.testing.assert_close(kc, ek)

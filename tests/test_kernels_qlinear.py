@@ -19,7 +19,13 @@ from localllm.kernels.qlinear import (
     qlinear_ref,
 )
 
-KERNEL_QTYPES = {QT.Q8_0: "q8_0", QT.Q4_0: "q4_0", QT.Q4_K: "q4_k", QT.Q5_K: "q5_k", QT.Q6_K: "q6_k"}
+KERNEL_QTYPES = {
+    QT.Q8_0: "q8_0",
+    QT.Q4_0: "q4_0",
+    QT.Q4_K: "q4_k",
+    QT.Q5_K: "q5_k",
+    QT.Q6_K: "q6_k",
+}
 DENSE_QTYPES = [QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.Q2_K, QT.Q3_K]
 
 
@@ -144,7 +150,8 @@ def test_triton_explicit_configs(qtype: QT, cfg: tuple[int, ...]) -> None:
 
 @pytest.mark.parametrize("qtype", list(KERNEL_QTYPES), ids=lambda q: q.name)
 @pytest.mark.parametrize(
-    "cfg", [(1, 1, 8, 2), (1, 1, 4, 1), (5, 16, 16, 2), (2, 16, 32, 1)],
+    "cfg",
+    [(1, 1, 8, 2), (1, 1, 4, 1), (5, 16, 16, 2), (2, 16, 32, 1)],
     ids=["vec-split", "vec", "dot-split", "dot"],
 )
 def test_triton_k_tail(qtype: QT, cfg: tuple[int, ...]) -> None:
@@ -230,7 +237,6 @@ def test_gpu_matches_reference(qtype: QT, shape: tuple[int, int]) -> None:
         assert out.dtype == torch.float16
         scale = ref.abs().max().item()
         torch.testing.assert_close(out.float(), ref, rtol=1e-2, atol=3e-3 * scale)
-
 
 
 @pytest.mark.gpu

@@ -95,7 +95,12 @@ def test_dp4a_config_splits_short_matrices() -> None:
 def test_gpu_dp4a_matches_reference(qtype: QT, shape: tuple[int, int]) -> None:
     n, k = shape
     fmt = KERNEL_QTYPES[qtype]
-    _check(qtype, n, k, dp.dp4a_config(fmt, n, k, torch.cuda.get_device_properties(0).multi_processor_count))
+    _check(
+        qtype,
+        n,
+        k,
+        dp.dp4a_config(fmt, n, k, torch.cuda.get_device_properties(0).multi_processor_count),
+    )
 
 
 @pytest.mark.gpu
@@ -170,7 +175,9 @@ def test_qlinear_out_dtype(one_row: bool) -> None:
     from localllm.kernels.registry import Ops
 
     w = pack_weight(random_raw(QT.Q4_K, 64, 256, seed=1), DEV)
-    x = torch.randn(1 if one_row else 3, 256).to(DEV, torch.float16 if DEV == "cuda" else torch.float32)
+    x = torch.randn(1 if one_row else 3, 256).to(
+        DEV, torch.float16 if DEV == "cuda" else torch.float32
+    )
     ops = Ops("triton")
     a = ops.qlinear(QAct(x) if one_row else x, w, out_dtype=torch.float32)
     b = ops.qlinear(QAct(x) if one_row else x, w)

@@ -38,14 +38,21 @@ def _run_ptx(asm: str, args: list[np.ndarray]) -> np.ndarray:
         v = [val(t) for t in src]
         kind = op.split(".")[0]
         if kind in ("sub", "add", "fma"):
-            b = _F16X2[kind](*[_f16x2(x) for x in v]).astype(np.float16).view(np.uint16).astype(np.uint32)
+            b = (
+                _F16X2[kind](*[_f16x2(x) for x in v])
+                .astype(np.float16)
+                .view(np.uint16)
+                .astype(np.uint32)
+            )
             regs[dst] = b[0] | (b[1] << 16)
         elif kind == "prmt":
             both = v[0].astype(np.uint64) | (v[1].astype(np.uint64) << 32)
             sel = int(src[2], 0)
             regs[dst] = sum(((both >> (8 * ((sel >> 4 * i) & 7))) & 0xFF) << (8 * i)
                             for i in range(4)).astype(np.uint32)  # fmt: skip
-        elif kind == "lop3":  # any 3-input logic function: bit i of the LUT = f(a, b, c) at i = 4a+2b+c
+        elif (
+            kind == "lop3"
+        ):  # any 3-input logic function: bit i of the LUT = f(a, b, c) at i = 4a+2b+c
             lut, out = int(src[3], 0), np.zeros_like(v[0])
             for i in range(8):
                 if lut >> i & 1:

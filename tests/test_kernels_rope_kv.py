@@ -60,10 +60,15 @@ def test_reference_rope_matches_complex_rotation(interleaved: bool) -> None:
     q0, k0, v0 = q.clone(), k.clone(), v.clone()
     kc, vc, _, _ = _caches(torch.float32, 4, 2, 16, 32, DEV)
     slots = torch.arange(9, device=DEV)
-    REF.rope_store_kv(q, k, v, pos, _cos_sin(512, 32).to(DEV), interleaved, kc, vc, None, None,
-                      slots)
-    torch.testing.assert_close(q.double(), _rope_complex(q0, pos, 32, interleaved), atol=1e-5, rtol=0)
-    torch.testing.assert_close(k.double(), _rope_complex(k0, pos, 32, interleaved), atol=1e-5, rtol=0)
+    REF.rope_store_kv(
+        q, k, v, pos, _cos_sin(512, 32).to(DEV), interleaved, kc, vc, None, None, slots
+    )
+    torch.testing.assert_close(
+        q.double(), _rope_complex(q0, pos, 32, interleaved), atol=1e-5, rtol=0
+    )
+    torch.testing.assert_close(
+        k.double(), _rope_complex(k0, pos, 32, interleaved), atol=1e-5, rtol=0
+    )
     assert torch.equal(v, v0)  # v is never rotated
     torch.testing.assert_close(kc[0].transpose(0, 1)[:9], k)  # slots 0..8 live in block 0
 
@@ -71,7 +76,9 @@ def test_reference_rope_matches_complex_rotation(interleaved: bool) -> None:
 def test_reference_store_uses_slots_and_skips_padding() -> None:
     _, q, k, v, pos = _inputs(5, 2, 2, 16, torch.float16, 1)
     kc, vc, _, _ = _caches(torch.float16, 6, 2, 4, 16, DEV)
-    slots = torch.tensor([21, -1, 3, 4, -1], device=DEV)  # block 5 off 1, block 0 off 3, block 1 off 0
+    slots = torch.tensor(
+        [21, -1, 3, 4, -1], device=DEV
+    )  # block 5 off 1, block 0 off 3, block 1 off 0
     REF.rope_store_kv(q, k, v, pos, _cos_sin(512, 16).to(DEV), True, kc, vc, None, None, slots)
     assert torch.equal(vc[5, :, 1], v[0]) and torch.equal(vc[0, :, 3], v[2])
     assert torch.equal(vc[1, :, 0], v[3]) and torch.equal(kc[1, :, 0], k[3])
@@ -116,12 +123,19 @@ def _triton_vs_reference(dtype, kv_dtype, t, hq, hkv, d, bs, interleaved, seed=0
             torch.testing.assert_close(back_t, back_r, atol=page_tol, rtol=page_tol)
             continue
         torch.testing.assert_close(scale_t, scale_r, atol=tol * 0.02, rtol=tol)
-        step = scale_r.abs()[..., None] * (1.0 if kv_dtype == torch.int8 else 32.0)  # <= one code step
+        step = scale_r.abs()[..., None] * (
+            1.0 if kv_dtype == torch.int8 else 32.0
+        )  # <= one code step
         bound = step * 1.01 + tol * back_r.abs() + 1e-6  # k itself may differ by one ulp
         excess = (back_t - back_r).abs() - bound
         worst = tuple(int(j) for j in torch.nonzero(excess == excess.max())[0])
-        assert excess.max() <= 0, (worst, c_t[i][worst].float(), c_r[i][worst].float(),
-                                   scale_t[worst[:3]], scale_r[worst[:3]])
+        assert excess.max() <= 0, (
+            worst,
+            c_t[i][worst].float(),
+            c_r[i][worst].float(),
+            scale_t[worst[:3]],
+            scale_r[worst[:3]],
+        )
 
 
 @needs_triton

@@ -10,8 +10,17 @@ from localllm.core import SamplingParams
 from localllm.errors import OutOfMemoryError
 from localllm.kv_cache import allocate_kv_cache, bytes_per_block, plan_num_blocks, resolve_kv_dtype
 
-CFG = ModelConfig(arch="llama", vocab_size=128256, dim=4096, n_layers=32, n_heads=32, n_kv_heads=8,
-                  head_dim=128, ffn_dim=14336, context_length=8192)
+CFG = ModelConfig(
+    arch="llama",
+    vocab_size=128256,
+    dim=4096,
+    n_layers=32,
+    n_heads=32,
+    n_kv_heads=8,
+    head_dim=128,
+    ffn_dim=14336,
+    context_length=8192,
+)
 
 
 def test_bytes_per_block():
@@ -34,8 +43,17 @@ def test_plan_refuses_with_largest_context():
 
 
 def test_allocate_layout():
-    small = ModelConfig(arch="llama", vocab_size=10, dim=16, n_layers=2, n_heads=2, n_kv_heads=1,
-                        head_dim=8, ffn_dim=32, context_length=64)
+    small = ModelConfig(
+        arch="llama",
+        vocab_size=10,
+        dim=16,
+        n_layers=2,
+        n_heads=2,
+        n_kv_heads=1,
+        head_dim=8,
+        ffn_dim=32,
+        context_length=64,
+    )
     kv = allocate_kv_cache(small, 5, 16, "int8", torch.device("cpu"))
     assert kv.k[1].shape == (5, 1, 16, 8) and kv.k[1].dtype == torch.int8
     assert kv.k_scale[0].shape == (5, 1, 16)
@@ -58,8 +76,20 @@ def test_default_context_shrinks_to_the_pool_but_an_explicit_one_is_refused(test
     import localllm.runner as runner
 
     per = bytes_per_block(
-        ModelConfig(arch="llama", vocab_size=512, dim=64, n_layers=5, n_heads=8, n_kv_heads=4,
-                    head_dim=8, ffn_dim=172, context_length=2048), 16, "fp32")
+        ModelConfig(
+            arch="llama",
+            vocab_size=512,
+            dim=64,
+            n_layers=5,
+            n_heads=8,
+            n_kv_heads=4,
+            head_dim=8,
+            ffn_dim=172,
+            context_length=2048,
+        ),
+        16,
+        "fp32",
+    )
     old = runner.CPU_KV_BUDGET
     runner.CPU_KV_BUDGET = per * 160  # 2560 tokens: less than 2 full 2048-token contexts
     try:
@@ -79,11 +109,29 @@ def test_long_default_context_shrinks_to_fit(tmp_path):
     from localllm.engine import LLMEngine
     from localllm.formats.synthetic import SyntheticSpec, UniformRule, write_synthetic
 
-    spec = SyntheticSpec(name="long", vocab=300, dim=64, n_layers=1, n_heads=4, n_kv_heads=2, ffn=128,
-                         tensor_type=UniformRule(Q.F32), context_length=65536)
+    spec = SyntheticSpec(
+        name="long",
+        vocab=300,
+        dim=64,
+        n_layers=1,
+        n_heads=4,
+        n_kv_heads=2,
+        ffn=128,
+        tensor_type=UniformRule(Q.F32),
+        context_length=65536,
+    )
     path = str(write_synthetic(spec, tmp_path / "long.gguf"))
-    mc = ModelConfig(arch="llama", vocab_size=300, dim=64, n_layers=1, n_heads=4, n_kv_heads=2,
-                     head_dim=16, ffn_dim=128, context_length=65536)
+    mc = ModelConfig(
+        arch="llama",
+        vocab_size=300,
+        dim=64,
+        n_layers=1,
+        n_heads=4,
+        n_kv_heads=2,
+        head_dim=16,
+        ffn_dim=128,
+        context_length=65536,
+    )
     old = runner.CPU_KV_BUDGET
     runner.CPU_KV_BUDGET = bytes_per_block(mc, 16, "fp32") * 256  # 4096 tokens
     try:

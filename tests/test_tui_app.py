@@ -22,8 +22,12 @@ def cpu_config(path: str) -> EngineConfig:
 
 
 def options(tmp_path: Path, **kw: object) -> ChatOptions:
-    base = dict(engine_config=cpu_config, db_path=tmp_path / "chat.db", export_dir=tmp_path / "out",
-                settings=ChatSettings(temperature=0.0, top_p=1.0, max_tokens=24))
+    base = dict(
+        engine_config=cpu_config,
+        db_path=tmp_path / "chat.db",
+        export_dir=tmp_path / "out",
+        settings=ChatSettings(temperature=0.0, top_p=1.0, max_tokens=24),
+    )
     base.update(kw)
     return ChatOptions(**base)  # type: ignore[arg-type]
 
@@ -60,8 +64,9 @@ def expected_answer(backend: LocalBackend, messages: list[dict], max_tokens: int
     ids = backend.prompt_ids(messages)
 
     def run(e):  # on the engine thread, through the same detokenizer path as the app
-        rid = e.add_request(ids, SamplingParams(max_tokens=max_tokens, temperature=0.0),
-                            continuation=False)
+        rid = e.add_request(
+            ids, SamplingParams(max_tokens=max_tokens, temperature=0.0), continuation=False
+        )
         text = ""
         while e.has_work():
             text += "".join(ev.text for ev in e.step() if ev.request_id == rid)
@@ -99,8 +104,13 @@ async def test_send_streams_answer(tmp_path, stories_path, monkeypatch):
 
 
 async def test_escape_stops_and_frees_blocks(tmp_path, stories_path):
-    app = ChatApp(options(tmp_path, model=str(stories_path),
-                          settings=ChatSettings(temperature=0.0, max_tokens=1500)))
+    app = ChatApp(
+        options(
+            tmp_path,
+            model=str(stories_path),
+            settings=ChatSettings(temperature=0.0, max_tokens=1500),
+        )
+    )
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.backend is not None)
         engine = app.backend.engine
@@ -117,8 +127,9 @@ async def test_escape_stops_and_frees_blocks(tmp_path, stories_path):
         await pilot.press("escape")
         await wait_for(pilot, lambda: not app.busy)
         await pilot.pause()
-        left = engine.run_sync(lambda e: (len(e.requests), e.has_work(),
-                                          e.block_manager.num_used_blocks))
+        left = engine.run_sync(
+            lambda e: (len(e.requests), e.has_work(), e.block_manager.num_used_blocks)
+        )
         assert left == (0, False, 0)
         view = list(app.query(MessageView))[-1]
         assert view.border_subtitle == "stopped"
@@ -226,8 +237,14 @@ async def test_settings_panel_and_help(tmp_path, stories_path):
 
 async def test_context_overflow_is_visible(tmp_path, stories_path):
     small = lambda p: EngineConfig(model=p, device="cpu", max_model_len=96, num_kv_blocks=64)
-    app = ChatApp(options(tmp_path, model=str(stories_path), engine_config=small,
-                          settings=ChatSettings(temperature=0.0, max_tokens=16)))
+    app = ChatApp(
+        options(
+            tmp_path,
+            model=str(stories_path),
+            engine_config=small,
+            settings=ChatSettings(temperature=0.0, max_tokens=16),
+        )
+    )
     async with app.run_test(size=SIZE) as pilot:
         await send(pilot, app, "a " * 200)
         assert any("too long" in n for n in notices(app))
@@ -254,8 +271,14 @@ async def test_copy_answer_and_code(tmp_path, stories_path, monkeypatch):
 
 async def test_model_picker_lists_models_dir(tmp_path, stories_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    for var in ("HF_HOME", "HF_HUB_CACHE", "LLAMA_CACHE", "OLLAMA_MODELS", "XDG_CACHE_HOME",
-                "LOCALLLM_MODELS"):
+    for var in (
+        "HF_HOME",
+        "HF_HUB_CACHE",
+        "LLAMA_CACHE",
+        "OLLAMA_MODELS",
+        "XDG_CACHE_HOME",
+        "LOCALLLM_MODELS",
+    ):
         monkeypatch.delenv(var, raising=False)
     models = tmp_path / "models"
     (models / "sub").mkdir(parents=True)
@@ -275,8 +298,14 @@ async def test_model_picker_lists_models_dir(tmp_path, stories_path, monkeypatch
 
 async def test_picker_without_models_explains(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    for var in ("HF_HOME", "HF_HUB_CACHE", "LLAMA_CACHE", "OLLAMA_MODELS", "XDG_CACHE_HOME",
-                "LOCALLLM_MODELS"):
+    for var in (
+        "HF_HOME",
+        "HF_HUB_CACHE",
+        "LLAMA_CACHE",
+        "OLLAMA_MODELS",
+        "XDG_CACHE_HOME",
+        "LOCALLLM_MODELS",
+    ):
         monkeypatch.delenv(var, raising=False)
     app = ChatApp(options(tmp_path))
     async with app.run_test(size=SIZE) as pilot:
@@ -327,8 +356,12 @@ async def test_serve_shares_the_engine(tmp_path, stories_path):
         async with httpx.AsyncClient(base_url=app.serving_url, timeout=30) as client:
             models = (await client.get("/models")).json()
             assert models["data"][0]["id"] == "stories260K.gguf"
-            body = {"model": "stories260K.gguf", "max_tokens": 24, "temperature": 0,
-                    "messages": [{"role": "user", "content": "Tell me a story about a cat"}]}
+            body = {
+                "model": "stories260K.gguf",
+                "max_tokens": 24,
+                "temperature": 0,
+                "messages": [{"role": "user", "content": "Tell me a story about a cat"}],
+            }
             resp = (await client.post("/chat/completions", json=body)).json()
         await send(pilot, app, "Tell me a story about a cat")
         # one engine: the chat's answer equals the API's, and the API's prompt was cached

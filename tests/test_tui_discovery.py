@@ -31,8 +31,11 @@ def test_models_dir_keeps_gguf_only(tmp_path):
     gguf(d / "big-00001-of-00002.gguf")
     gguf(d / "big-00002-of-00002.gguf")
     found = discover([d], env={}, home=tmp_path / "home")
-    assert names(found) == [("models-dir", "a.gguf"), ("models-dir", "big-00001-of-00002.gguf"),
-                            ("models-dir", "nested/b.GGUF")]
+    assert names(found) == [
+        ("models-dir", "a.gguf"),
+        ("models-dir", "big-00001-of-00002.gguf"),
+        ("models-dir", "nested/b.GGUF"),
+    ]
     assert all(m.size == len(GGUF) for m in found)
 
 
@@ -64,7 +67,9 @@ def test_env_overrides(tmp_path):
     gguf(tmp_path / "hfhome/hub/models--c--d/snapshots/r/n.gguf")
     env = {"HF_HUB_CACHE": str(hub), "LLAMA_CACHE": str(llama)}
     assert names(discover([], env=env, home=tmp_path / "h")) == [
-        ("huggingface", "a/b/sub/m.gguf"), ("llama.cpp", "l.gguf")]
+        ("huggingface", "a/b/sub/m.gguf"),
+        ("llama.cpp", "l.gguf"),
+    ]
     env = {"HF_HOME": str(tmp_path / "hfhome")}
     assert names(discover([], env=env, home=tmp_path / "h")) == [("huggingface", "c/d/n.gguf")]
 

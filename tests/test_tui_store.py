@@ -31,7 +31,10 @@ def test_store_roundtrip(tmp_path):
     conv = store.load(a.id)
     assert (conv.title, conv.system_prompt, conv.model) == ("Renamed", "Be brief.", "m.gguf")
     assert [(m.role, m.content) for m in conv.messages] == [
-        ("user", "hi"), ("assistant", "hello"), ("user", "more")]
+        ("user", "hi"),
+        ("assistant", "hello"),
+        ("user", "more"),
+    ]
     assert conv.messages[1].stats == {"ttft": 0.1}
     store.delete_messages_from(a.id, mid)
     assert [m.content for m in store.load(a.id).messages] == ["hi"]
@@ -87,7 +90,10 @@ def test_fit_keeps_everything_that_fits():
 def test_fit_drops_oldest_whole_turns_keeps_system():
     hist = []
     for i in range(5):
-        hist += [{"role": "user", "content": f"q{i} " * 5}, {"role": "assistant", "content": "a " * 5}]
+        hist += [
+            {"role": "user", "content": f"q{i} " * 5},
+            {"role": "assistant", "content": "a " * 5},
+        ]
     hist.append({"role": "user", "content": "last"})
     # system 2 + each turn 12 + last 2 -> budget 30 keeps two turns + the last message
     f = fit_messages("sys", hist, _count, 40, 10)
@@ -111,11 +117,13 @@ def test_fit_without_tokenizer_sends_everything():
 
 
 def test_status_line():
-    info = StatusInfo("m.gguf", "ready", 2048, 300,
-                      ReplyStats("stop", 100, 40, 64, 0.0123, 55.55, 0.5), (12, 400))
+    info = StatusInfo(
+        "m.gguf", "ready", 2048, 300, ReplyStats("stop", 100, 40, 64, 0.0123, 55.55, 0.5), (12, 400)
+    )
     assert format_status(info) == (
         "m.gguf │ ready │ ctx 300/2048 │ TTFT 12 ms │ 55.5 tok/s │ cache hit 64% │ spec 50% │ "
-        "KV 12/400 blocks (3%)")
+        "KV 12/400 blocks (3%)"
+    )
     assert format_status(StatusInfo()) == "no model │ ready │ ctx 0/?"
 
 

@@ -14,8 +14,9 @@ from localllm.config import EngineConfig
 from localllm.core import SamplingParams
 from localllm.engine import LLMEngine
 
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None,
-                                reason="tmux is not installed (apt-get install -y tmux)")
+pytestmark = pytest.mark.skipif(
+    shutil.which("tmux") is None, reason="tmux is not installed (apt-get install -y tmux)"
+)
 
 QUESTION = "Tell me a story about a dog"
 
@@ -25,8 +26,9 @@ def greedy_answer(model: str, max_tokens: int) -> str:
     eng = LLMEngine(EngineConfig(model=model, device="cpu", num_kv_blocks=64))
     text = eng.chat_template.render([{"role": "user", "content": QUESTION}])
     ids = eng.tokenizer.encode(text, add_special=not eng.chat_template.renders_bos)
-    rid = eng.add_request(ids, SamplingParams(max_tokens=max_tokens, temperature=0.0),
-                          continuation=False)
+    rid = eng.add_request(
+        ids, SamplingParams(max_tokens=max_tokens, temperature=0.0), continuation=False
+    )
     out = ""
     while eng.has_work():
         out += "".join(ev.text for ev in eng.step() if ev.request_id == rid)
@@ -52,10 +54,35 @@ def test_chat_in_tmux(tmp_path, stories_path):
     words = greedy_answer(str(stories_path), 32).split()
     assert len(words) >= 4
     session = f"localllm-test-{uuid.uuid4().hex[:8]}"
-    cmd = [sys.executable, "-m", "localllm.cli", "chat", "--model", str(stories_path),
-           "--device", "cpu", "--db", str(tmp_path / "chat.db"), "-t", "0", "-n", "32"]
-    tmux("new-session", "-d", "-s", session, "-x", "110", "-y", "32",
-         "env", "TERM=xterm-256color", *cmd)
+    cmd = [
+        sys.executable,
+        "-m",
+        "localllm.cli",
+        "chat",
+        "--model",
+        str(stories_path),
+        "--device",
+        "cpu",
+        "--db",
+        str(tmp_path / "chat.db"),
+        "-t",
+        "0",
+        "-n",
+        "32",
+    ]
+    tmux(
+        "new-session",
+        "-d",
+        "-s",
+        session,
+        "-x",
+        "110",
+        "-y",
+        "32",
+        "env",
+        "TERM=xterm-256color",
+        *cmd,
+    )
     try:
         wait_screen(session, "ready")
         tmux("send-keys", "-t", session, "-l", QUESTION)

@@ -83,8 +83,12 @@ class ChatActions(_Base):
         history = [{"role": m.role, "content": m.content} for m in self.conv.messages]
         try:
             fitted = await asyncio.to_thread(
-                fit_messages, self.conv.system_prompt, history, backend.token_counter(),
-                backend.context_size, settings.max_tokens,
+                fit_messages,
+                self.conv.system_prompt,
+                history,
+                backend.token_counter(),
+                backend.context_size,
+                settings.max_tokens,
             )
         except LocalLLMError as e:
             await self.add_notice(f"Not sent: {e}", "error")
@@ -92,7 +96,9 @@ class ChatActions(_Base):
         if fitted.dropped:
             await self.add_notice(
                 f"The conversation is longer than the context ({backend.context_size} tokens): "
-                f"the {fitted.dropped} oldest messages were left out of this prompt.", "warning")
+                f"the {fitted.dropped} oldest messages were left out of this prompt.",
+                "warning",
+            )
         view = MessageView("assistant")
         await self.chat.mount(view)
         self.set_state("answering")
@@ -109,8 +115,9 @@ class ChatActions(_Base):
             error = str(e)
         await self._finish_reply(view, stats, stopped, error)
 
-    async def _finish_reply(self, view: MessageView, stats: ReplyStats | None, stopped: bool,
-                            error: str | None) -> None:
+    async def _finish_reply(
+        self, view: MessageView, stats: ReplyStats | None, stopped: bool, error: str | None
+    ) -> None:
         assert self.store is not None and self.conv is not None
         footer = "stopped" if stopped else (f"error: {error}" if error else _footer(stats))
         await view.finish(footer)
@@ -199,7 +206,9 @@ class ChatActions(_Base):
 
     def action_settings(self) -> None:
         assert self.conv is not None
-        self.push_screen(SettingsScreen(self.conv.system_prompt, self.settings), self._settings_saved)
+        self.push_screen(
+            SettingsScreen(self.conv.system_prompt, self.settings), self._settings_saved
+        )
 
     def _settings_saved(self, result: tuple[str, ChatSettings] | None) -> None:
         if result is None or self.store is None or self.conv is None:

@@ -56,8 +56,13 @@ class ChatApp(ChatActions, App[None]):
     TITLE = "localllm chat"
     ENABLE_COMMAND_PALETTE = False
     BINDINGS = [
-        Binding(k.keys, k.action, k.footer or k.description, show=bool(k.footer),
-                priority=k.keys in _PRIORITY)
+        Binding(
+            k.keys,
+            k.action,
+            k.footer or k.description,
+            show=bool(k.footer),
+            priority=k.keys in _PRIORITY,
+        )
         for k in MAIN_KEYS
         if k.keys
     ]
@@ -153,8 +158,9 @@ class ChatApp(ChatActions, App[None]):
 
     def _start_server(self, backend: LocalBackend) -> None:
         try:
-            self.server, sock = make_server(backend.engine, backend.model_name,
-                                            self.options.host, self.options.port)
+            self.server, sock = make_server(
+                backend.engine, backend.model_name, self.options.host, self.options.port
+            )
         except LocalLLMError as e:
             self.run_worker(self.fail(f"Not serving: {e}", state="ready"))
             return

@@ -60,7 +60,9 @@ class Backend(Protocol):
 
     def token_counter(self) -> Callable[[list[ChatMessage]], int] | None: ...
 
-    def stream(self, messages: list[ChatMessage], settings: ChatSettings) -> AsyncIterator[Chunk]: ...
+    def stream(
+        self, messages: list[ChatMessage], settings: ChatSettings
+    ) -> AsyncIterator[Chunk]: ...
 
     def stop(self) -> None: ...
 
@@ -98,7 +100,9 @@ class LocalBackend:
     def token_counter(self) -> Callable[[list[ChatMessage]], int]:
         return self.count_tokens
 
-    async def stream(self, messages: list[ChatMessage], settings: ChatSettings) -> AsyncIterator[Chunk]:
+    async def stream(
+        self, messages: list[ChatMessage], settings: ChatSettings
+    ) -> AsyncIterator[Chunk]:
         params = SamplingParams(
             max_tokens=settings.max_tokens, temperature=settings.temperature, top_p=settings.top_p
         )
@@ -113,7 +117,9 @@ class LocalBackend:
                     if not ev.finished:
                         yield Chunk(ev.text)
                         continue
-                    yield Chunk(ev.text, _local_stats(ev.finish_reason or "stop", ev.usage, ev.stats))
+                    yield Chunk(
+                        ev.text, _local_stats(ev.finish_reason or "stop", ev.usage, ev.stats)
+                    )
         finally:
             self.request_id = None
 

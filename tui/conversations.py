@@ -41,8 +41,9 @@ class ConversationsScreen(ModalScreen[tuple[str, int | None] | None]):
             yield Label("Conversations", classes="title")
             yield OptionList(id="conversation-list")
             yield Static("", id="conversations-info", markup=False)
-            yield Static("Enter open · R rename · D delete · E export · N new · Esc back",
-                         classes="hint")
+            yield Static(
+                "Enter open · R rename · D delete · E export · N new · Esc back", classes="hint"
+            )
 
     def on_mount(self) -> None:
         self.refresh_list()

@@ -113,7 +113,11 @@ def default_sources(
     hf_hub = Path(env["HF_HUB_CACHE"]) if env.get("HF_HUB_CACHE") else hf_home / "hub"
     llama_cache = Path(env["LLAMA_CACHE"]) if env.get("LLAMA_CACHE") else cache / "llama.cpp"
     ollama = Path(env["OLLAMA_MODELS"]) if env.get("OLLAMA_MODELS") else home / ".ollama" / "models"
-    localllm = Path(env["LOCALLLM_MODELS"]) if env.get("LOCALLLM_MODELS") else cache / "localllm" / "models"
+    localllm = (
+        Path(env["LOCALLLM_MODELS"])
+        if env.get("LOCALLLM_MODELS")
+        else cache / "localllm" / "models"
+    )
     out = [("models-dir", Path(d).expanduser(), _plain_dir("models-dir")) for d in models_dirs]
     out += [
         ("localllm", localllm, _plain_dir("localllm")),

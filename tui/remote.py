@@ -34,8 +34,9 @@ def _explain(url: str, e: Exception) -> str:
 class RemoteBackend:
     """OpenAI chat completions over HTTP with SSE streaming (the official `openai` client)."""
 
-    def __init__(self, url: str, model: str | None = None, api_key: str | None = None,
-                 timeout: float = 10.0) -> None:
+    def __init__(
+        self, url: str, model: str | None = None, api_key: str | None = None, timeout: float = 10.0
+    ) -> None:
         import openai
 
         self.url = url
@@ -77,15 +78,21 @@ class RemoteBackend:
         """No tokenizer on this side: the server checks the context length itself."""
         return None
 
-    async def stream(self, messages: list[ChatMessage], settings: ChatSettings) -> AsyncIterator[Chunk]:
+    async def stream(
+        self, messages: list[ChatMessage], settings: ChatSettings
+    ) -> AsyncIterator[Chunk]:
         t0 = time.perf_counter()
         first: float | None = None
         reason, usage = "stop", None
         try:
             resp = await self.client.chat.completions.create(
-                model=self.model_name, messages=messages, stream=True,
-                temperature=settings.temperature, top_p=settings.top_p,
-                max_tokens=settings.max_tokens, stream_options={"include_usage": True},
+                model=self.model_name,
+                messages=messages,
+                stream=True,
+                temperature=settings.temperature,
+                top_p=settings.top_p,
+                max_tokens=settings.max_tokens,
+                stream_options={"include_usage": True},
             )
             async with resp as chunks:  # closing the response drops the connection
                 async for ch in chunks:
@@ -109,7 +116,9 @@ class RemoteBackend:
         await self.client.close()
 
 
-def _remote_stats(reason: str, usage: Any, t0: float, first: float | None, end: float) -> ReplyStats:
+def _remote_stats(
+    reason: str, usage: Any, t0: float, first: float | None, end: float
+) -> ReplyStats:
     n = getattr(usage, "completion_tokens", 0) or 0
     details = getattr(usage, "prompt_tokens_details", None)
     gen_time = end - first if first else 0.0

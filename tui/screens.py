@@ -17,8 +17,11 @@ from localllm.tui.keys import PICKER_KEYS, SETTINGS_KEYS, Key, help_markdown
 
 
 def bindings(keys: tuple[Key, ...]) -> list[Binding]:
-    return [Binding(k.keys, k.action, k.footer or k.description, show=bool(k.footer))
-            for k in keys if k.keys and k.action]
+    return [
+        Binding(k.keys, k.action, k.footer or k.description, show=bool(k.footer))
+        for k in keys
+        if k.keys and k.action
+    ]
 
 
 class HelpScreen(ModalScreen[None]):
@@ -105,11 +108,15 @@ class ModelPickerScreen(ModalScreen[FoundModel | None]):
                 yield Static(HOW_TO_GET_A_MODEL, id="no-models", markup=False)
                 yield Static("Esc quits.", classes="hint")
                 return
-            yield Label(f"Pick a model ({len(self.models)} found) · Enter loads · Esc quits",
-                        classes="title")
+            yield Label(
+                f"Pick a model ({len(self.models)} found) · Enter loads · Esc quits",
+                classes="title",
+            )
             yield OptionList(
-                *[Option(Text(f"{m.name}  ({m.source}, {format_size(m.size)})"), id=str(i))
-                  for i, m in enumerate(self.models)],
+                *[
+                    Option(Text(f"{m.name}  ({m.source}, {format_size(m.size)})"), id=str(i))
+                    for i, m in enumerate(self.models)
+                ],
                 id="models",
             )
 

@@ -30,7 +30,8 @@ async def _wait(pilot, cond, timeout: float = 30.0) -> None:
 async def take(model: str, out: Path, size: tuple[int, int] = (110, 36)) -> list[Path]:
     with tempfile.TemporaryDirectory() as tmp:
         opts = ChatOptions(
-            model=model, db_path=Path(tmp) / "chat.db",
+            model=model,
+            db_path=Path(tmp) / "chat.db",
             engine_config=lambda p: EngineConfig(model=p, device="cpu"),
             settings=ChatSettings(temperature=0.0, top_p=1.0, max_tokens=48),
             system_prompt="You are a storyteller.",

@@ -34,7 +34,9 @@ def format_status(s: StatusInfo) -> str:
         parts.append(f"{r.tokens_per_s:.1f} tok/s" if r.tokens_per_s else "– tok/s")
         hit = r.cached_tokens / r.prompt_tokens if r.prompt_tokens else 0.0
         parts.append(f"cache hit {_pct(hit)}")
-        parts.append(f"spec {_pct(r.spec_acceptance)}" if r.spec_acceptance is not None else "spec –")
+        parts.append(
+            f"spec {_pct(r.spec_acceptance)}" if r.spec_acceptance is not None else "spec –"
+        )
     if s.pool is not None:
         used, total = s.pool
         parts.append(f"KV {used}/{total} blocks ({_pct(used / total if total else 0.0)})")

@@ -83,7 +83,9 @@ class Store:
         self._db.close()
 
     # ---- conversations ------------------------------------------------------------------
-    def create(self, title: str = "New chat", system_prompt: str = "", model: str = "") -> Conversation:
+    def create(
+        self, title: str = "New chat", system_prompt: str = "", model: str = ""
+    ) -> Conversation:
         now = time.time()
         cur = self._db.execute(
             "INSERT INTO conversations (title, system_prompt, model, created, updated) "
@@ -102,14 +104,19 @@ class Store:
         return [self._conversation(r, num_messages=r["n"]) for r in rows]
 
     def load(self, conversation_id: int) -> Conversation:
-        row = self._db.execute("SELECT * FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
+        row = self._db.execute(
+            "SELECT * FROM conversations WHERE id = ?", (conversation_id,)
+        ).fetchone()
         if row is None:
             raise KeyError(f"no conversation {conversation_id}")
         conv = self._conversation(row)
         conv.messages = [
-            Message(m["role"], m["content"], m["id"], json.loads(m["stats"]) if m["stats"] else None)
+            Message(
+                m["role"], m["content"], m["id"], json.loads(m["stats"]) if m["stats"] else None
+            )
             for m in self._db.execute(
-                "SELECT * FROM messages WHERE conversation_id = ? ORDER BY position", (conversation_id,)
+                "SELECT * FROM messages WHERE conversation_id = ? ORDER BY position",
+                (conversation_id,),
             )
         ]
         conv.num_messages = len(conv.messages)
@@ -117,8 +124,16 @@ class Store:
 
     @staticmethod
     def _conversation(row: sqlite3.Row, num_messages: int = 0) -> Conversation:
-        return Conversation(row["id"], row["title"], row["system_prompt"], row["model"],
-                            row["created"], row["updated"], [], num_messages)
+        return Conversation(
+            row["id"],
+            row["title"],
+            row["system_prompt"],
+            row["model"],
+            row["created"],
+            row["updated"],
+            [],
+            num_messages,
+        )
 
     def rename(self, conversation_id: int, title: str) -> None:
         self._update(conversation_id, "title", title)
@@ -151,10 +166,18 @@ class Store:
         cur = self._db.execute(
             "INSERT INTO messages (conversation_id, position, role, content, stats, created) "
             "VALUES (?, ?, ?, ?, ?, ?)",
-            (conversation_id, pos, message.role, message.content,
-             json.dumps(message.stats) if message.stats else None, now),
+            (
+                conversation_id,
+                pos,
+                message.role,
+                message.content,
+                json.dumps(message.stats) if message.stats else None,
+                now,
+            ),
         )
-        self._db.execute("UPDATE conversations SET updated = ? WHERE id = ?", (now, conversation_id))
+        self._db.execute(
+            "UPDATE conversations SET updated = ? WHERE id = ?", (now, conversation_id)
+        )
         self._db.commit()
         message.id = int(cur.lastrowid or 0)
         return message.id

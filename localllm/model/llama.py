@@ -44,14 +44,19 @@ class LlamaModel:
         self.w = weights
         self.ops = ops
         self.cos_sin = cos_sin  # [max_pos, head_dim]
-        self.scale = cfg.head_dim ** -0.5
-        self.heads = Heads(cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.rope_style == "interleaved")
+        self.scale = cfg.head_dim**-0.5
+        self.heads = Heads(
+            cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.rope_style == "interleaved"
+        )
         self.int8_act = int8_act
-        self.act = [_ActLayouts.of(layer) if int8_act else _ActLayouts() for layer in weights.layers]
+        self.act = [
+            _ActLayouts.of(layer) if int8_act else _ActLayouts() for layer in weights.layers
+        ]
         self.lm_head_int8 = int8_act and int8_layout([weights.lm_head.fmt]) is not None
 
-    def _attention(self, i: int, layer: LayerWeights, x: torch.Tensor | QAct, fb: ForwardBatch,
-                   kv: KVCache) -> torch.Tensor:
+    def _attention(
+        self, i: int, layer: LayerWeights, x: torch.Tensor | QAct, fb: ForwardBatch, kv: KVCache
+    ) -> torch.Tensor:
         cfg, ops = self.cfg, self.ops
         T = x.shape[0]
         if layer.q_norm is None:  # one op: projection, RoPE and KV store (fused for decode)
@@ -67,12 +72,31 @@ class LlamaModel:
             q = ops.rms_norm(q.reshape(-1, cfg.head_dim), layer.q_norm, cfg.rms_eps).view(q.shape)
             k = ops.rms_norm(k.reshape(-1, cfg.head_dim), layer.k_norm, cfg.rms_eps).view(k.shape)
             ops.rope_store_kv(
-                q, k, v, fb.positions, self.cos_sin, cfg.rope_style == "interleaved",
-                kv.k[i], kv.v[i], kv.k_scale[i], kv.v_scale[i], fb.slot_mapping,
+                q,
+                k,
+                v,
+                fb.positions,
+                self.cos_sin,
+                cfg.rope_style == "interleaved",
+                kv.k[i],
+                kv.v[i],
+                kv.k_scale[i],
+                kv.v_scale[i],
+                fb.slot_mapping,
             )
         o = ops.paged_attention(
-            q, kv.k[i], kv.v[i], kv.k_scale[i], kv.v_scale[i], fb.block_tables, fb.cu_seqlens_q,
-            fb.seq_lens, fb.max_q_len, fb.max_seq_len, self.scale, quant=self.act[i].o,
+            q,
+            kv.k[i],
+            kv.v[i],
+            kv.k_scale[i],
+            kv.v_scale[i],
+            fb.block_tables,
+            fb.cu_seqlens_q,
+            fb.seq_lens,
+            fb.max_q_len,
+            fb.max_seq_len,
+            self.scale,
+            quant=self.act[i].o,
         )  # [T, Hq, D], or a QAct [1, Hq D] with its int8 form
         if not isinstance(o, QAct):
             o = o.reshape(T, cfg.q_size)
@@ -82,7 +106,9 @@ class LlamaModel:
     def _mlp(self, i: int, layer: LayerWeights, x: torch.Tensor | QAct) -> torch.Tensor:
         F = self.cfg.ffn_dim
         gu = linear_stacked(self.ops.qlinear, x, layer.w_gate_up)  # [T, 2F]
-        return self.ops.qlinear(self.ops.silu_mul(gu[:, :F], gu[:, F:], quant=self.act[i].down), layer.w_down)
+        return self.ops.qlinear(
+            self.ops.silu_mul(gu[:, :F], gu[:, F:], quant=self.act[i].down), layer.w_down
+        )
 
     def forward(self, fb: ForwardBatch, kv: KVCache) -> torch.Tensor:
         """Returns the final-normed hidden states of the rows in fb.logits_indices: [S, dim]."""
@@ -92,9 +118,13 @@ class LlamaModel:
         x = ops.rms_norm(h, self.w.layers[0].attn_norm, eps, quant=self.act[0].qkv)
         for i, layer in enumerate(self.w.layers):
             if i > 0:
-                x, residual = ops.add_rms_norm(h, residual, layer.attn_norm, eps, quant=self.act[i].qkv)
+                x, residual = ops.add_rms_norm(
+                    h, residual, layer.attn_norm, eps, quant=self.act[i].qkv
+                )
             h = self._attention(i, layer, x, fb, kv)
-            x, residual = ops.add_rms_norm(h, residual, layer.ffn_norm, eps, quant=self.act[i].gate_up)
+            x, residual = ops.add_rms_norm(
+                h, residual, layer.ffn_norm, eps, quant=self.act[i].gate_up
+            )
             h = self._mlp(i, layer, x)
         if fb.logits_indices.numel() == 0:  # a prefill chunk that samples nothing
             return h[:0]

@@ -27,7 +27,9 @@ class Embedding:
             self.table = dequantize_tensor(raw, device).to(dtype)  # [V, D]
             self.quantized = False
         else:
-            self.table = torch.from_numpy(np.array(raw.data, copy=True)).to(device)  # [V, row_bytes]
+            self.table = torch.from_numpy(np.array(raw.data, copy=True)).to(
+                device
+            )  # [V, row_bytes]
             self.quantized = True
 
     def __call__(self, ids: torch.Tensor) -> torch.Tensor:  # ids [T] -> [T, D]
@@ -67,8 +69,9 @@ def _norm(g: GGUFFile, name: str, device: torch.device) -> torch.Tensor:
     return dequantize_tensor(g.tensor(name), device).float()  # norms stay fp32
 
 
-def _linear(g: GGUFFile, name: str, cfg_shape: tuple[int, int], device: torch.device,
-            dtype: torch.dtype) -> QuantWeight:
+def _linear(
+    g: GGUFFile, name: str, cfg_shape: tuple[int, int], device: torch.device, dtype: torch.dtype
+) -> QuantWeight:
     raw = g.tensor(name)
     if tuple(raw.shape) != cfg_shape:
         raise ModelLoadError(g.path, f"tensor {name!r} has shape {raw.shape}, expected {cfg_shape}")
@@ -88,7 +91,9 @@ def _fuse(ws: list[QuantWeight]) -> list[QuantWeight]:
     return out
 
 
-def _layer(g: GGUFFile, cfg: ModelConfig, i: int, device: torch.device, dtype: torch.dtype) -> LayerWeights:
+def _layer(
+    g: GGUFFile, cfg: ModelConfig, i: int, device: torch.device, dtype: torch.dtype
+) -> LayerWeights:
     p = f"blk.{i}."
     D, F = cfg.dim, cfg.ffn_dim
     qkv = [
@@ -117,12 +122,17 @@ def _layer(g: GGUFFile, cfg: ModelConfig, i: int, device: torch.device, dtype: t
     )
 
 
-def load_weights(g: GGUFFile, cfg: ModelConfig, device: torch.device, dtype: torch.dtype) -> ModelWeights:
+def load_weights(
+    g: GGUFFile, cfg: ModelConfig, device: torch.device, dtype: torch.dtype
+) -> ModelWeights:
     """Read every tensor of a GGUF file into device memory, packed for the kernels."""
     embd = g.tensor("token_embd.weight")
     check_supported(embd.qtype, g.path, embd.name)
     if embd.shape != (cfg.vocab_size, cfg.dim):
-        raise ModelLoadError(g.path, f"token_embd.weight has shape {embd.shape}, expected {(cfg.vocab_size, cfg.dim)}")
+        raise ModelLoadError(
+            g.path,
+            f"token_embd.weight has shape {embd.shape}, expected {(cfg.vocab_size, cfg.dim)}",
+        )
     head_name = "token_embd.weight" if cfg.tie_embeddings else "output.weight"
     rope_freqs = None
     if "rope_freqs.weight" in g.tensors:
