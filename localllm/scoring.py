@@ -7,8 +7,8 @@ from collections.abc import Iterator
 import torch
 
 from localllm.core import SamplingParams, Sequence
+from localllm.engine.scheduler_types import ScheduledBatch, ScheduledSeq
 from localllm.errors import RequestError
-from localllm.scheduler_types import ScheduledBatch, ScheduledSeq
 
 
 @torch.inference_mode()

@@ -11,10 +11,10 @@ import time
 
 import torch
 
-from localllm.bench import resolve_model
-from localllm.cli_args import add_engine_args, engine_config
+from localllm.bench.models import resolve_model
+from localllm.cli.args import add_engine_args, engine_config
 from localllm.core import SamplingParams
-from localllm.engine import LLMEngine
+from localllm.engine.engine import LLMEngine
 
 
 def main() -> None:

@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from localllm.block_manager import BlockManager
 from localllm.core import SamplingParams, Sequence
+from localllm.engine.block_manager import BlockManager
 
 BS = 4
 
@@ -32,7 +32,7 @@ def run_prefill(bm: BlockManager, seq: Sequence) -> bool:
 
 def test_importing_does_not_import_torch() -> None:
     code = (
-        "import sys, localllm.block_manager, localllm.scheduler\n"
+        "import sys, localllm.engine.block_manager, localllm.engine.scheduler\n"
         "assert 'torch' not in sys.modules, 'torch was imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -12,7 +12,7 @@ from localllm.chat_template import ChatTemplate
 from localllm.errors import RequestError
 from localllm.formats.gguf import GGUFFile
 from localllm.tokenizer import Tokenizer
-from localllm.tokenizer_bpe import byte_alphabet
+from localllm.tokenizer.bpe import byte_alphabet
 
 # Meta-Llama-3-8B-Instruct's template, verbatim
 LLAMA3_TEMPLATE = (

@@ -9,7 +9,7 @@ import pytest
 
 from localllm.config import EngineConfig
 from localllm.core import SamplingParams
-from localllm.engine import LLMEngine
+from localllm.engine.engine import LLMEngine
 
 
 def _engine(path, **kw) -> LLMEngine:

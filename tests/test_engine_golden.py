@@ -8,7 +8,7 @@ import pytest
 
 from localllm.config import EngineConfig
 from localllm.core import SamplingParams
-from localllm.engine import LLMEngine
+from localllm.engine.engine import LLMEngine
 
 GREEDY = SamplingParams(max_tokens=96, temperature=0.0, ignore_eos=True)
 

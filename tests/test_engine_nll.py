@@ -7,7 +7,7 @@ import json
 import pytest
 
 from localllm.config import EngineConfig
-from localllm.engine import LLMEngine
+from localllm.engine.engine import LLMEngine
 from localllm.scoring import mean_nll
 
 # pycode-22m was trained on 512-token windows: the stated figures are the mean over

@@ -10,7 +10,7 @@ import torch
 
 from localllm.config import EngineConfig
 from localllm.core import SamplingParams
-from localllm.engine import LLMEngine
+from localllm.engine.engine import LLMEngine
 from localllm.scoring import mean_nll, prompt_logits
 
 pytestmark = pytest.mark.gpu
@@ -98,7 +98,7 @@ def test_synthetic_8b_logits_match_reference(tmp_path_factory):
 
     The synthetic weights are uniform random blocks (d = 0.002), which grow the residual stream
     past fp16's range within a few layers; bf16 activations keep the comparison finite."""
-    from localllm.bench import resolve_model
+    from localllm.bench.models import resolve_model
 
     path = resolve_model("llama3-8b-q4_k_m")
     g = torch.Generator().manual_seed(0)

@@ -7,8 +7,13 @@ import torch
 
 from localllm.config import EngineConfig, ModelConfig
 from localllm.core import SamplingParams
+from localllm.engine.kv_cache import (
+    allocate_kv_cache,
+    bytes_per_block,
+    plan_num_blocks,
+    resolve_kv_dtype,
+)
 from localllm.errors import OutOfMemoryError
-from localllm.kv_cache import allocate_kv_cache, bytes_per_block, plan_num_blocks, resolve_kv_dtype
 
 CFG = ModelConfig(
     arch="llama",
@@ -69,11 +74,11 @@ def test_kv_dtype_auto_and_validation():
 
 
 def test_default_context_shrinks_to_the_pool_but_an_explicit_one_is_refused(testdata):
-    from localllm.engine import LLMEngine
+    from localllm.engine.engine import LLMEngine
 
     path = str(testdata / "models" / "stories260K.gguf")
     # stories260K: 5 layers x 4 KV heads x 8 dims; a pool of 32 blocks holds 512 tokens
-    import localllm.runner as runner
+    import localllm.engine.runner as runner
 
     per = bytes_per_block(
         ModelConfig(
@@ -105,8 +110,8 @@ def test_default_context_shrinks_to_the_pool_but_an_explicit_one_is_refused(test
 def test_long_default_context_shrinks_to_fit(tmp_path):
     from gguf import GGMLQuantizationType as Q
 
-    import localllm.runner as runner
-    from localllm.engine import LLMEngine
+    import localllm.engine.runner as runner
+    from localllm.engine.engine import LLMEngine
     from localllm.formats.synthetic import SyntheticSpec, UniformRule, write_synthetic
 
     spec = SyntheticSpec(

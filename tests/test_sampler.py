@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from localllm.core import SamplingParams
-from localllm.sampler import Sampler, SamplingRow
+from localllm.engine.sampler import Sampler, SamplingRow
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 NEG_INF = float("-inf")

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from localllm.block_manager import BlockManager, cdiv
 from localllm.core import SamplingParams, SeqStatus, Sequence
+from localllm.engine.block_manager import BlockManager, cdiv
+from localllm.engine.scheduler import ScheduledBatch, Scheduler, SchedulerConfig
 from localllm.errors import RequestError
-from localllm.scheduler import ScheduledBatch, Scheduler, SchedulerConfig
 
 BS = 4
 

@@ -17,7 +17,7 @@ from localllm.formats.synthetic import SyntheticSpec, byte_vocab, write_syntheti
 from localllm.server.background import model_server, wait_ready
 from localllm.server.prompts import SNIPPET_HEADER, extra_context_ids, fim_prompt_ids, fit_fim
 from localllm.tokenizer import Tokenizer
-from localllm.tokenizer_vocab import TokenType
+from localllm.tokenizer.vocab import TokenType
 
 FIM_TOKENS = ["<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", "<|file_sep|>"]
 CTX = 256

@@ -10,8 +10,8 @@ import httpx
 import pytest
 from conftest import testdata_path as data_path
 
-from localllm.async_engine import AsyncEngine
 from localllm.config import EngineConfig
+from localllm.engine.async_engine import AsyncEngine
 from localllm.server import ServerSettings, create_app
 from localllm.server.background import BackgroundServer, model_server, wait_ready
 
@@ -329,7 +329,7 @@ def test_cors_preflight_needs_no_key():
 
 def test_cli_arguments_to_settings():
     from localllm.cli import build_parser
-    from localllm.cli_serve import settings_from_args
+    from localllm.cli.serve import settings_from_args
 
     args = build_parser().parse_args(
         [

@@ -12,7 +12,7 @@ import pytest
 from localllm.errors import LocalLLMError, RequestError
 from localllm.formats.gguf import GGUFFile
 from localllm.tokenizer import Tokenizer
-from localllm.tokenizer_bpe import pre_tokenizer
+from localllm.tokenizer.bpe import pre_tokenizer
 
 
 @cache

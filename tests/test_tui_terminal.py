@@ -12,7 +12,7 @@ import pytest
 
 from localllm.config import EngineConfig
 from localllm.core import SamplingParams
-from localllm.engine import LLMEngine
+from localllm.engine.engine import LLMEngine
 
 pytestmark = pytest.mark.skipif(
     shutil.which("tmux") is None, reason="tmux is not installed (apt-get install -y tmux)"

@@ -16,8 +16,8 @@ from localllm.errors import LocalLLMError
 from localllm.tui.context import ChatMessage
 
 if TYPE_CHECKING:
-    from localllm.async_engine import AsyncEngine
     from localllm.config import EngineConfig
+    from localllm.engine.async_engine import AsyncEngine
 
 
 class BackendError(LocalLLMError):
@@ -84,7 +84,7 @@ class LocalBackend:
     @classmethod
     async def load(cls, cfg: EngineConfig) -> LocalBackend:
         """Load the model off the UI thread; ModelLoadError etc. propagate to the caller."""
-        from localllm.async_engine import AsyncEngine
+        from localllm.engine.async_engine import AsyncEngine
 
         engine = await asyncio.to_thread(AsyncEngine.from_config, cfg)
         return cls(engine, Path(cfg.model).name)

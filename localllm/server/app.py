@@ -11,7 +11,7 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from localllm import __version__
-from localllm.async_engine import AsyncEngine
+from localllm.engine.async_engine import AsyncEngine
 from localllm.server import (
     routes_chat,
     routes_completions,

@@ -58,8 +58,8 @@ class BackgroundServer:
 def model_server(model: str | Path, api_key: str | None = None, **engine: Any) -> BackgroundServer:
     """A started server for one GGUF file (name: the file stem); `engine` sets EngineConfig
     fields (device="cpu", max_model_len=256 ...)."""
-    from localllm.async_engine import AsyncEngine
     from localllm.config import EngineConfig
+    from localllm.engine.async_engine import AsyncEngine
     from localllm.server.app import create_app
 
     cfg = EngineConfig(model=str(model), **engine)

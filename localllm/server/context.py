@@ -7,7 +7,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from localllm.async_engine import AsyncEngine
+from localllm.engine.async_engine import AsyncEngine
 from localllm.server.metrics import ServerMetrics
 from localllm.server.settings import ServerSettings
 from localllm.server.state import EngineHolder

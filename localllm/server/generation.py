@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 import anyio
 from starlette.requests import Request
 
-from localllm.async_engine import AsyncEngine
 from localllm.core import TokenEvent, TokenLogprob, Usage
+from localllm.engine.async_engine import AsyncEngine
 from localllm.server import responses as R
 from localllm.server.errors import APIError, error_body
 from localllm.server.metrics import ServerMetrics

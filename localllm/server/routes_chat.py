@@ -8,8 +8,8 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from localllm.async_engine import AsyncEngine
 from localllm.core import TokenEvent
+from localllm.engine.async_engine import AsyncEngine
 from localllm.errors import RequestError
 from localllm.server import responses as R
 from localllm.server.context import Ctx, Engine

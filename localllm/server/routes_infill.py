@@ -12,8 +12,8 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from localllm.async_engine import AsyncEngine
 from localllm.core import SamplingParams, TokenEvent
+from localllm.engine.async_engine import AsyncEngine
 from localllm.server.context import Ctx, Engine
 from localllm.server.errors import error_body
 from localllm.server.generation import ChoiceResult, check_event, collect, merged_events, primed

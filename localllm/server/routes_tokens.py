@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from localllm.async_engine import AsyncEngine
+from localllm.engine.async_engine import AsyncEngine
 from localllm.errors import RequestError
 from localllm.server.context import Ctx, Engine
 from localllm.server.params import check_model

@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from localllm.async_engine import AsyncEngine
+from localllm.engine.async_engine import AsyncEngine
 from localllm.server.errors import APIError
 from localllm.server.settings import LoadStatus
 

@@ -25,8 +25,8 @@ import torch
 from localllm.model.batch import ForwardBatch
 
 if TYPE_CHECKING:
-    from localllm.runner import ModelRunner
-    from localllm.scheduler import ScheduledBatch, ScheduledSeq
+    from localllm.engine.runner import ModelRunner
+    from localllm.engine.scheduler import ScheduledBatch, ScheduledSeq
 
 log = logging.getLogger("localllm")
 

@@ -6,7 +6,7 @@ import argparse
 import functools
 from pathlib import Path
 
-from localllm.cli_args import add_engine_args, engine_config
+from localllm.cli.args import add_engine_args, engine_config
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -17,7 +17,7 @@ from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import models as hf_models
 
 from localllm.errors import LocalLLMError
-from localllm.tokenizer_vocab import TokenType, Vocab
+from localllm.tokenizer.vocab import TokenType, Vocab
 
 log = logging.getLogger(__name__)
 

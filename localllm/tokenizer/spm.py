@@ -16,7 +16,7 @@ from __future__ import annotations
 import heapq
 import re
 
-from localllm.tokenizer_vocab import TokenType, Vocab
+from localllm.tokenizer.vocab import TokenType, Vocab
 
 SPACE = "\u2581"  # ▁
 LONG_SEGMENT = 48  # characters; longer segments are cut further by the pair table

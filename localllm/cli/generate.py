@@ -6,7 +6,7 @@ import argparse
 import sys
 import time
 
-from localllm.cli_args import add_engine_args, engine_config
+from localllm.cli.args import add_engine_args, engine_config
 from localllm.core import SamplingParams
 
 
@@ -32,7 +32,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from localllm.engine import LLMEngine
+    from localllm.engine.engine import LLMEngine
 
     engine = LLMEngine(engine_config(args, max_num_seqs=1))
     if args.chat:

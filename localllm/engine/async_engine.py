@@ -19,7 +19,7 @@ from typing import Any
 
 from localllm.config import EngineConfig
 from localllm.core import SamplingParams, TokenEvent
-from localllm.engine import LLMEngine
+from localllm.engine.engine import LLMEngine
 
 log = logging.getLogger("localllm")
 

@@ -17,16 +17,21 @@ import torch
 
 from localllm.config import EngineConfig, ModelConfig
 from localllm.device import activation_dtype, gib, pick_backend, pick_device
+from localllm.engine.cuda_graphs import MIXED_CHUNK, GraphRunner
+from localllm.engine.kv_cache import (
+    allocate_kv_cache,
+    bytes_per_block,
+    plan_num_blocks,
+    resolve_kv_dtype,
+)
+from localllm.engine.scheduler import ScheduledBatch
 from localllm.errors import OutOfMemoryError
 from localllm.formats.gguf import GGUFFile
 from localllm.kernels.registry import Ops
-from localllm.kv_cache import allocate_kv_cache, bytes_per_block, plan_num_blocks, resolve_kv_dtype
 from localllm.model import MODEL_CLASSES
 from localllm.model.batch import ForwardBatch, KVCache
 from localllm.model.rope import cos_sin_table
 from localllm.model.weights import cache_dense, load_weights
-from localllm.runner_graphs import MIXED_CHUNK, GraphRunner
-from localllm.scheduler import ScheduledBatch
 
 log = logging.getLogger("localllm")
 

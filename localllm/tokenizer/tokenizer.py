@@ -24,9 +24,9 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 from localllm.errors import LocalLLMError, RequestError
-from localllm.tokenizer_bpe import BpeEngine, pre_tokenizer
-from localllm.tokenizer_spm import SpmEngine
-from localllm.tokenizer_vocab import (
+from localllm.tokenizer.bpe import BpeEngine, pre_tokenizer
+from localllm.tokenizer.spm import SpmEngine
+from localllm.tokenizer.vocab import (
     MODEL_DEFAULTS,
     PARTITION_TYPES,
     SKIPPED_TYPES,

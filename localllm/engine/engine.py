@@ -12,19 +12,19 @@ from dataclasses import dataclass, field
 
 import torch
 
-from localllm.block_manager import BlockManager
 from localllm.chat_template import ChatTemplate
 from localllm.config import EngineConfig
 from localllm.core import SamplingParams, Sequence, TokenEvent, TokenLogprob, Usage
+from localllm.engine.block_manager import BlockManager
+from localllm.engine.cuda_graphs import MIXED_CHUNK
+from localllm.engine.runner import ModelRunner
+from localllm.engine.sampler import Sampler, SamplingRow
+from localllm.engine.scheduler import ScheduledBatch, Scheduler, SchedulerConfig
+from localllm.engine.stats import EngineStats, request_stats
+from localllm.engine.stop import StopStringBuffer
 from localllm.errors import RequestError
 from localllm.formats.gguf import GGUFFile
 from localllm.formats.gguf_config import model_config_from_gguf
-from localllm.runner import ModelRunner
-from localllm.runner_graphs import MIXED_CHUNK
-from localllm.sampler import Sampler, SamplingRow
-from localllm.scheduler import ScheduledBatch, Scheduler, SchedulerConfig
-from localllm.stats import EngineStats, request_stats
-from localllm.stop import StopStringBuffer
 from localllm.tokenizer import IncrementalDetokenizer, Tokenizer
 
 log = logging.getLogger("localllm")

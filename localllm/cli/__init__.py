@@ -11,10 +11,10 @@ from localllm import __version__
 
 # subcommand modules; each defines add_parser(subparsers) and sets `func`
 SUBCOMMANDS = (
-    "localllm.cli_generate",
-    "localllm.cli_serve",
-    "localllm.cli_chat",
-    "localllm.bench",
+    "localllm.cli.generate",
+    "localllm.cli.serve",
+    "localllm.cli.chat",
+    "localllm.cli.bench",
 )
 
 
@@ -54,7 +54,3 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("", file=sys.stderr)
         return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

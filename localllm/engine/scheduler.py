@@ -18,10 +18,10 @@ from __future__ import annotations
 import time
 from collections import deque
 
-from localllm.block_manager import BlockManager, cdiv
 from localllm.core import SeqStatus, Sequence
+from localllm.engine.block_manager import BlockManager, cdiv
+from localllm.engine.scheduler_types import ScheduledBatch, ScheduledSeq, SchedulerConfig
 from localllm.errors import RequestError
-from localllm.scheduler_types import ScheduledBatch, ScheduledSeq, SchedulerConfig
 
 __all__ = ["ScheduledBatch", "ScheduledSeq", "Scheduler", "SchedulerConfig"]
 

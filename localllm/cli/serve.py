@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from localllm.cli_args import add_engine_args, engine_config
+from localllm.cli.args import add_engine_args, engine_config
 
 if TYPE_CHECKING:
     from localllm.server.settings import ServerSettings
@@ -60,7 +60,7 @@ def settings_from_args(args: argparse.Namespace) -> ServerSettings:
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from localllm.async_engine import AsyncEngine
+    from localllm.engine.async_engine import AsyncEngine
     from localllm.errors import LocalLLMError
     from localllm.server import create_app
 

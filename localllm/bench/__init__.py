@@ -1,0 +1,1 @@
+"""`localllm bench`: measurements (bench.py), benchmark models (models.py), per-kernel profile."""

@@ -1,0 +1,40 @@
+"""Benchmark models: a GGUF path, or the name of a synthetic model of ANCHORS.md (real shapes,
+random quantized weights) written once to the cache folder."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("LOCALLLM_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "localllm"
+    )
+    return Path(base) / "bench"
+
+
+def resolve_model(name: str) -> str:
+    """A path, or the name of a synthetic model (written on first use)."""
+    from localllm.formats.synthetic import SPECS, write_synthetic
+
+    if name not in SPECS:
+        return name
+    path = cache_dir() / f"{name}.gguf"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        print(f"writing synthetic model {name} to {path} ...", file=sys.stderr)
+        write_synthetic(SPECS[name], path, vocab_gguf=_spm_vocab())
+    return str(path)
+
+
+def _spm_vocab() -> str | None:
+    """The Llama SentencePiece vocab ANCHORS.md asks for, when the test data is around."""
+    for base in (
+        os.environ.get("LOCALLLM_TESTDATA"),
+        Path(__file__).resolve().parents[2] / ".." / "shared" / "testdata",
+    ):
+        if base and (p := Path(base) / "vocab" / "ggml-vocab-llama-spm.gguf").exists():
+            return str(p)
+    return None
