@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -66,37 +67,101 @@ class ModelConfig:
 
 
 KV_DTYPES = ("auto", "fp32", "fp16", "bf16", "int8", "fp8")
+BLOCK_SIZES = (8, 16, 32, 64)
+
+# Most prefill tokens in a step that also decodes, on a GPU, when --decode-prefill-chunk is not
+# given (no cap on CPU). Such steps replay the mixed CUDA graphs (cuda_graphs.MIXED_CHUNK is this
+# number), so streams keep their pace while a long prompt prefills (H200, 8 streams + an
+# 8000-token prompt: p99 inter-token latency 1.41x unloaded; 512 tokens per step: 7.99x).
+DECODE_PREFILL_CHUNK_GPU = 24
+
+
+def option(
+    default: Any,
+    flag: str | None,
+    help: str,
+    *,
+    choices: tuple[Any, ...] | None = None,
+    shown: str | None = None,
+    negate: bool = False,
+    short: str | None = None,
+) -> Any:
+    """A config field and its command-line option (cli/args.py builds argparse from these;
+    default MISSING: a required field):
+    flag None = not on the command line; shown = how --help states the default (else the value);
+    negate = a boolean field set False by a store_true flag (--no-...)."""
+    meta = {"flag": flag, "help": help, "choices": choices, "shown": shown, "negate": negate}
+    meta["short"] = short
+    if default is MISSING:  # a required field
+        return field(metadata=meta)
+    return field(default=default, metadata=meta)
 
 
 @dataclass(frozen=True)
 class EngineConfig:
-    """User knobs shared by chat, serve, bench and generate."""
+    """User knobs shared by chat, serve, bench and generate (one field = one CLI option)."""
 
-    model: str
-    device: str = "auto"  # "auto" | "cpu" | "cuda" | "cuda:N"
-    backend: str = "auto"  # "auto" (triton on CUDA, reference on CPU) | "triton" | "reference"
-    dtype: str = (
-        "auto"  # activations: "auto" (fp16 on CUDA, fp32 on CPU) | "fp16" | "bf16" | "fp32"
+    model: str = option(MISSING, "--model", "path to a .gguf model file", short="-m")
+    device: str = option("auto", "--device", "auto | cpu | cuda | cuda:N")
+    backend: str = option(
+        "auto",
+        "--backend",
+        "kernels: triton on CUDA, the torch reference elsewhere",
+        choices=("auto", "triton", "reference"),
     )
-    max_model_len: int | None = None  # default: the model's context length
-    kv_dtype: str = "auto"  # auto = fp16 on CUDA, fp32 on CPU
-    block_size: int = 16
-    gpu_memory_utilization: float = 0.90
-    num_kv_blocks: int | None = None  # override the measured pool size (tests, tiny pools)
-    max_num_seqs: int = 64
-    max_num_batched_tokens: int = 2048
-    # most prefill tokens in a step that also decodes (running streams' inter-token latency vs
-    # the prompt's time to first token); None = 512 on CUDA, unlimited on CPU. At <= 24 such
-    # steps replay a captured mixed graph and stay close to a plain decode step.
-    decode_prefill_chunk: int | None = None
-    enable_prefix_caching: bool = True
-    cuda_graphs: bool = True
+    dtype: str = option(
+        "auto",
+        "--dtype",
+        "activation dtype",
+        choices=("auto", "fp16", "bf16", "fp32"),
+        shown="auto: fp16 on GPU, fp32 on CPU",
+    )
+    max_model_len: int | None = option(
+        None, "--max-model-len", "context length", shown="the model's, shrunk to fit the pool"
+    )
+    kv_dtype: str = option(
+        "auto",
+        "--kv-dtype",
+        "KV cache storage (fp8 needs sm_89+)",
+        choices=KV_DTYPES,
+        shown="auto: fp16 on GPU, fp32 on CPU",
+    )
+    block_size: int = option(
+        16, "--block-size", "tokens per KV cache block (prefix-cache unit)", choices=BLOCK_SIZES
+    )
+    gpu_memory_utilization: float = option(
+        0.90, "--gpu-memory-utilization", "fraction of GPU memory for weights + KV cache"
+    )
+    # override the measured pool size (tests, tiny pools)
+    num_kv_blocks: int | None = option(None, None, "")
+    max_num_seqs: int = option(64, "--max-num-seqs", "most concurrent sequences")
+    max_num_batched_tokens: int = option(
+        2048, "--max-num-batched-tokens", "token budget of one engine step (prefill chunk size)"
+    )
+    decode_prefill_chunk: int | None = option(
+        None,
+        "--decode-prefill-chunk",
+        "most prefill tokens per step while other sequences decode: lower keeps streams "
+        "smooth, higher gives new prompts a faster first token (0: no cap)",
+        shown=f"{DECODE_PREFILL_CHUNK_GPU} on GPU, which replays CUDA graphs; no cap on CPU",
+    )
+    enable_prefix_caching: bool = option(
+        True, "--no-prefix-caching", "disable the prefix cache", negate=True, shown="on"
+    )
+    cuda_graphs: bool = option(
+        True, "--no-cuda-graphs", "decode without CUDA graphs", negate=True, shown="graphs on"
+    )
     # one-row GEMVs (decode at batch 1) multiply int8-quantized activations with dp4a, as
     # llama.cpp does: ~1.7x faster kernels, activations rounded to 8 bits per 32 elements
-    int8_activations: bool = True
-    speculative_tokens: int = 0  # n-gram draft length; 0 disables speculation
-    seed: int = 0
-    extra: dict = field(default_factory=dict)
+    int8_activations: bool = option(
+        True,
+        "--fp16-gemv",
+        "batch-1 decode multiplies fp16 activations (slower) instead of int8 ones quantized "
+        "per 32 values",
+        negate=True,
+        shown="int8 activations, as llama.cpp",
+    )
+    seed: int = option(0, None, "")  # seed of the sampler's shared generator
 
     def __post_init__(self) -> None:
         if self.kv_dtype not in KV_DTYPES:
@@ -105,15 +170,21 @@ class EngineConfig:
             )
         if not 0.05 <= self.gpu_memory_utilization <= 0.99:
             raise ValueError("--gpu-memory-utilization must be in [0.05, 0.99]")
-        if self.block_size not in (8, 16, 32, 64):
+        if self.block_size not in BLOCK_SIZES:
             raise ValueError("--block-size must be 8, 16, 32 or 64")
         if self.max_num_seqs < 1:
             raise ValueError("--max-num-seqs must be >= 1")
         if self.max_num_batched_tokens < 16:
             raise ValueError("--max-num-batched-tokens must be >= 16")
+        if self.decode_prefill_chunk is not None and self.decode_prefill_chunk < 0:
+            raise ValueError("--decode-prefill-chunk must be >= 0")
         if self.backend not in ("auto", "triton", "reference"):
             raise ValueError(f"unknown backend {self.backend!r}")
         if self.dtype not in ("auto", "fp16", "bf16", "fp32"):
             raise ValueError(f"--dtype must be auto, fp16, bf16 or fp32, got {self.dtype!r}")
-        if self.speculative_tokens < 0:
-            raise ValueError("--speculative-tokens must be >= 0")
+
+    def decode_prefill_chunk_on(self, device_type: str) -> int:
+        """The prefill cap of mixed steps on this device (0 = none): the flag, else the default."""
+        if self.decode_prefill_chunk is not None:
+            return self.decode_prefill_chunk
+        return DECODE_PREFILL_CHUNK_GPU if device_type == "cuda" else 0

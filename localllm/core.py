@@ -8,16 +8,17 @@ import time
 from dataclasses import dataclass, field
 
 from localllm.errors import RequestError
+from localllm.sampling_defaults import API
 
 
 @dataclass
 class SamplingParams:
-    max_tokens: int = 256
-    temperature: float = 1.0  # 0 = greedy
-    top_p: float = 1.0
-    top_k: int = 0  # 0 = disabled
-    min_p: float = 0.0
-    repetition_penalty: float = 1.0  # llama.cpp/CTRL style, over prompt + output
+    max_tokens: int = API.max_tokens
+    temperature: float = API.temperature  # 0 = greedy
+    top_p: float = API.top_p
+    top_k: int = API.top_k  # 0 = disabled
+    min_p: float = API.min_p
+    repetition_penalty: float = API.repetition_penalty  # llama.cpp/CTRL style, prompt + output
     presence_penalty: float = 0.0  # OpenAI style, over output tokens
     frequency_penalty: float = 0.0
     seed: int | None = None
@@ -59,13 +60,20 @@ class SamplingParams:
 
     @property
     def greedy(self) -> bool:
+        """The one greedy predicate (the sampler, its fast paths and the engine derive theirs
+        from it): the token is the argmax of the processed logits, nothing is drawn."""
         return self.temperature == 0.0 or self.top_k == 1
+
+    @property
+    def raw_argmax(self) -> bool:
+        """Greedy and no penalty changes the logits: the token is the argmax of the raw ones."""
+        return self.greedy and not self.needs_penalties
 
     @property
     def plain_greedy(self) -> bool:
         """The argmax of the raw logits is the whole answer (no penalties, no logprobs): the
         engine may take the id computed on the device in the decode CUDA graph."""
-        return self.greedy and not self.needs_penalties and self.logprobs is None
+        return self.raw_argmax and self.logprobs is None
 
     @property
     def needs_penalties(self) -> bool:
@@ -73,6 +81,20 @@ class SamplingParams:
             self.repetition_penalty != 1.0
             or self.presence_penalty != 0.0
             or self.frequency_penalty != 0.0
+        )
+
+
+def check_context(prompt_tokens: int, completion_tokens: int, max_model_len: int) -> None:
+    """The context limit, checked in one place: the prompt plus the tokens asked for must fit
+    in max_model_len (the engine checks every request; the server asks early with one token)."""
+    if prompt_tokens + completion_tokens > max_model_len:
+        raise RequestError(
+            f"This model's maximum context length is {max_model_len} tokens. However, you "
+            f"requested {prompt_tokens + completion_tokens} tokens ({prompt_tokens} in the "
+            f"prompt, {completion_tokens} for the completion). Please reduce the length of the "
+            "messages or completion.",
+            code="context_length_exceeded",
+            param="messages",
         )
 
 
@@ -85,7 +107,7 @@ class SeqStatus(enum.Enum):
 _seq_counter = itertools.count()
 
 
-class Sequence:
+class SequenceState:
     """One generation stream: prompt + output ids and how much of it is in the KV cache."""
 
     def __init__(self, request_id: str, prompt_ids: list[int], params: SamplingParams) -> None:
@@ -132,7 +154,7 @@ class Sequence:
 
     def __repr__(self) -> str:
         return (
-            f"Sequence(id={self.seq_id}, req={self.request_id!r}, tokens={self.num_tokens}, "
+            f"SequenceState(id={self.seq_id}, req={self.request_id!r}, tokens={self.num_tokens}, "
             f"computed={self.num_computed}, status={self.status.value})"
         )
 

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import torch
 
-from localllm.core import SamplingParams, Sequence
+from localllm.core import SamplingParams, SequenceState
 from localllm.engine.scheduler_types import ScheduledBatch, ScheduledSeq
 from localllm.errors import RequestError
 
@@ -18,7 +18,7 @@ def prompt_logits(engine, ids: list[int], chunk: int = 512) -> Iterator[torch.Te
     if len(ids) > engine.max_model_len:
         raise RequestError(f"{len(ids)} tokens exceed the context of {engine.max_model_len}")
     runner, bm = engine.runner, engine.block_manager
-    seq = Sequence("__score__", ids, SamplingParams(max_tokens=1))
+    seq = SequenceState("__score__", ids, SamplingParams(max_tokens=1))
     if not bm.allocate(seq, len(ids)):
         raise RequestError("not enough free KV blocks to score this text")
     try:

@@ -10,17 +10,17 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from localllm.core import SamplingParams, Sequence
+from localllm.core import SamplingParams, SequenceState
 from localllm.engine.block_manager import BlockManager
 
 BS = 4
 
 
-def make_seq(tokens: list[int], rid: str = "r") -> Sequence:
-    return Sequence(rid, list(tokens), SamplingParams(max_tokens=16))
+def make_seq(tokens: list[int], rid: str = "r") -> SequenceState:
+    return SequenceState(rid, list(tokens), SamplingParams(max_tokens=16))
 
 
-def run_prefill(bm: BlockManager, seq: Sequence) -> bool:
+def run_prefill(bm: BlockManager, seq: SequenceState) -> bool:
     """Admit seq with its prefix hit and compute the whole rest in one step."""
     cached = bm.get_computed_prefix(seq)
     if not bm.allocate(seq, seq.num_tokens - len(cached) * bm.block_size, cached):
@@ -222,10 +222,10 @@ class BlockManagerMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.bm = BlockManager(NUM_BLOCKS, BS, model_id="m")
-        self.seqs: list[Sequence] = []
+        self.seqs: list[SequenceState] = []
         self.kv: dict[int, list[int | None]] = {b: [None] * BS for b in range(NUM_BLOCKS)}
 
-    def _write(self, seq: Sequence, tokens: list[int]) -> None:
+    def _write(self, seq: SequenceState, tokens: list[int]) -> None:
         """Write K/V for tokens at positions num_computed.. (slots must be writable)."""
         for i, tok in enumerate(tokens):
             pos = seq.num_computed + i

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from localllm.core import SamplingParams, SeqStatus, Sequence
+from localllm.core import SamplingParams, SeqStatus, SequenceState
 from localllm.engine.block_manager import BlockManager, cdiv
 from localllm.engine.scheduler import ScheduledBatch, Scheduler, SchedulerConfig
 from localllm.errors import RequestError
@@ -84,8 +84,8 @@ def make(num_blocks: int = 64, **cfg) -> Scheduler:
     return Scheduler(SchedulerConfig(**cfg), BlockManager(num_blocks, BS))
 
 
-def make_seq(prompt: list[int], max_tokens: int = 8, rid: str = "r") -> Sequence:
-    return Sequence(rid, list(prompt), SamplingParams(max_tokens=max_tokens, temperature=0.0))
+def make_seq(prompt: list[int], max_tokens: int = 8, rid: str = "r") -> SequenceState:
+    return SequenceState(rid, list(prompt), SamplingParams(max_tokens=max_tokens, temperature=0.0))
 
 
 def prompt_of(n: int, salt: int = 0) -> list[int]:
@@ -287,7 +287,7 @@ def test_speculative_partial_acceptance_truncates_blocks() -> None:
 
 
 def test_speculative_decoding_is_lossless_end_to_end() -> None:
-    def proposer(seq: Sequence) -> list[int]:  # right for even lengths, wrong on odd ones
+    def proposer(seq: SequenceState) -> list[int]:  # right for even lengths, wrong on odd ones
         guess = reference(seq.token_ids, 3)[-3:]
         return guess if seq.num_tokens % 2 == 0 else [guess[0], 96 - guess[1]]
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from localllm.core import SamplingParams
 from localllm.errors import LocalLLMError
+from localllm.sampling_defaults import CHAT
 from localllm.tui.context import ChatMessage
 
 if TYPE_CHECKING:
@@ -26,9 +27,9 @@ class BackendError(LocalLLMError):
 
 @dataclass
 class ChatSettings:
-    temperature: float = 0.7
-    top_p: float = 0.95
-    max_tokens: int = 512
+    temperature: float = CHAT.temperature
+    top_p: float = CHAT.top_p
+    max_tokens: int = CHAT.max_tokens
 
     def __post_init__(self) -> None:
         SamplingParams(max_tokens=self.max_tokens, temperature=self.temperature, top_p=self.top_p)

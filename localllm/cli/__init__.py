@@ -3,33 +3,25 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import sys
 
 from localllm import __version__
+from localllm.cli import bench, chat, generate, serve
+from localllm.cli.args import HelpFormatter
 
-# subcommand modules; each defines add_parser(subparsers) and sets `func`
-SUBCOMMANDS = (
-    "localllm.cli.generate",
-    "localllm.cli.serve",
-    "localllm.cli.chat",
-    "localllm.cli.bench",
-)
+# subcommand modules; each defines add_parser(subparsers), which sets `func`
+SUBCOMMANDS = (generate, serve, chat, bench)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="localllm", description="Fast local LLM inference.")
+    p = argparse.ArgumentParser(
+        prog="localllm", description="Fast local LLM inference.", formatter_class=HelpFormatter
+    )
     p.add_argument("--version", action="version", version=f"localllm {__version__}")
     p.add_argument("--verbose", "-v", action="store_true", help="log engine progress to stderr")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    for name in SUBCOMMANDS:
-        try:
-            mod = importlib.import_module(name)
-        except ModuleNotFoundError as e:
-            if e.name == name:
-                continue  # a front door not built yet
-            raise
+    for mod in SUBCOMMANDS:
         mod.add_parser(sub)
     return p
 

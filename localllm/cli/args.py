@@ -1,90 +1,78 @@
-"""Engine knobs shared by every subcommand that loads a model."""
+"""Engine options shared by every subcommand that loads a model, built from EngineConfig's
+fields (config.option): each default, choice list and help text lives once, in config.py."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import types
+import typing
+from typing import Any
 
-from localllm.config import KV_DTYPES, EngineConfig
+from localllm.config import EngineConfig
+from localllm.errors import LocalLLMError
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Every option's help ends with its default (options whose help states it already, and
+    flags that are off unless given, are left as they are)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if "default:" in text or default is None or default is False or default == "==SUPPRESS==":
+            return text
+        if not action.option_strings or isinstance(action, argparse._StoreConstAction):
+            return text
+        shown = default if default not in ([], "") else "none"
+        return f"{text} (default: {shown})".lstrip()
+
+
+def _value_type(f: dataclasses.Field[Any]) -> type:
+    """int for `int | None`, float for `float`, ... (the field's non-None type)."""
+    hint = typing.get_type_hints(EngineConfig)[f.name]
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        hint = next(a for a in typing.get_args(hint) if a is not type(None))
+    return hint
+
+
+def _help(f: dataclasses.Field[Any]) -> str:
+    meta = f.metadata
+    shown = meta["shown"] if meta["shown"] is not None else f.default
+    return f"{meta['help']} (default: {shown})"
+
+
+def _add(g: argparse._ArgumentGroup, f: dataclasses.Field, model_required: bool) -> None:
+    meta = f.metadata
+    names = [meta["flag"]] + ([meta["short"]] if meta["short"] else [])
+    kw: dict[str, Any] = {"dest": f.name}
+    if f.name == "model":
+        kw.update(required=model_required, help=meta["help"])
+    elif meta["negate"]:
+        kw.update(action="store_false", help=_help(f))
+    else:
+        kw.update(type=_value_type(f), choices=meta["choices"], help=_help(f))
+    g.add_argument(*names, default=f.default if f.name != "model" else None, **kw)
 
 
 def add_engine_args(p: argparse.ArgumentParser, model_required: bool = True) -> None:
+    """One option per EngineConfig field that has a flag; args.<field> holds its value."""
     g = p.add_argument_group("engine")
-    g.add_argument("--model", "-m", required=model_required, help="path to a .gguf model file")
-    g.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default: auto)")
-    g.add_argument(
-        "--backend",
-        default="auto",
-        choices=["auto", "triton", "reference"],
-        help="kernels: triton on CUDA, the torch reference elsewhere (default: auto)",
-    )
-    g.add_argument(
-        "--dtype",
-        default="auto",
-        choices=["auto", "fp16", "bf16", "fp32"],
-        help="activation dtype (default: fp16 on GPU, fp32 on CPU)",
-    )
-    g.add_argument(
-        "--max-model-len", type=int, default=None, help="context length (default: the model's)"
-    )
-    g.add_argument(
-        "--kv-dtype",
-        default="auto",
-        choices=KV_DTYPES,
-        help="KV cache storage: fp16 | int8 | fp8 (sm_89+) ... (default: fp16 on GPU)",
-    )
-    g.add_argument(
-        "--gpu-memory-utilization",
-        type=float,
-        default=0.90,
-        help="fraction of GPU memory to use for weights + KV cache (default: 0.90)",
-    )
-    g.add_argument("--max-num-seqs", type=int, default=64, help="max concurrent sequences")
-    g.add_argument(
-        "--max-num-batched-tokens",
-        type=int,
-        default=2048,
-        help="token budget of one engine step (prefill chunk size)",
-    )
-    g.add_argument(
-        "--decode-prefill-chunk",
-        type=int,
-        default=None,
-        help="most prefill tokens per step while other sequences decode: lower keeps "
-        "streams smooth, higher gives new prompts a faster first token "
-        "(default on GPU: 24, which replays CUDA graphs; 0: no cap)",
-    )
-    g.add_argument("--no-prefix-caching", action="store_true", help="disable the prefix cache")
-    g.add_argument("--no-cuda-graphs", action="store_true", help="decode without CUDA graphs")
-    g.add_argument(
-        "--fp16-gemv",
-        action="store_true",
-        help="batch-1 decode multiplies fp16 activations (slower) instead of int8 "
-        "ones quantized per 32 values (the default, as llama.cpp)",
-    )
-    g.add_argument(
-        "--speculative-tokens",
-        type=int,
-        default=0,
-        help="n-gram speculative draft length (0 = off)",
-    )
+    for f in dataclasses.fields(EngineConfig):
+        if f.metadata.get("flag"):
+            _add(g, f, model_required)
 
 
 def engine_config(args: argparse.Namespace, **overrides: object) -> EngineConfig:
-    kw = dict(
-        model=args.model,
-        device=args.device,
-        backend=args.backend,
-        dtype=args.dtype,
-        max_model_len=args.max_model_len,
-        kv_dtype=args.kv_dtype,
-        gpu_memory_utilization=args.gpu_memory_utilization,
-        max_num_seqs=args.max_num_seqs,
-        max_num_batched_tokens=args.max_num_batched_tokens,
-        enable_prefix_caching=not args.no_prefix_caching,
-        decode_prefill_chunk=args.decode_prefill_chunk,
-        cuda_graphs=not args.no_cuda_graphs,
-        int8_activations=not args.fp16_gemv,
-        speculative_tokens=args.speculative_tokens,
-    )
+    """The EngineConfig of parsed engine options (plus overrides); a bad value is a one-line
+    error."""
+    kw = {
+        f.name: getattr(args, f.name)
+        for f in dataclasses.fields(EngineConfig)
+        if f.metadata.get("flag") and hasattr(args, f.name)
+    }
     kw.update(overrides)
-    return EngineConfig(**kw)
+    try:
+        return EngineConfig(**kw)  # type: ignore[arg-type]
+    except ValueError as e:
+        raise LocalLLMError(str(e)) from None

@@ -16,18 +16,22 @@ from localllm.bench.scenarios import (
     bench_tg,
     measure_bandwidth,
 )
-from localllm.cli.args import add_engine_args, engine_config
+from localllm.cli.args import HelpFormatter, add_engine_args, engine_config
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench", help="measure prefill/decode speed (llama-bench style)")
+    p = sub.add_parser(
+        "bench",
+        help="measure prefill/decode speed (llama-bench style)",
+        formatter_class=HelpFormatter,
+    )
     add_engine_args(p)
     p.add_argument("-p", "--n-prompt", type=int, default=512, help="prefill length (pp)")
     p.add_argument("-n", "--n-gen", type=int, default=128, help="decode length (tg)")
-    p.add_argument("-r", "--reps", type=int, default=3)
+    p.add_argument("-r", "--reps", type=int, default=3, help="repetitions of pp and tg")
     p.add_argument("--parallel", type=str, default="", help="comma list of concurrent sequences")
-    p.add_argument("--parallel-prompt", type=int, default=128)
-    p.add_argument("--parallel-gen", type=int, default=128)
+    p.add_argument("--parallel-prompt", type=int, default=128, help="prompt tokens per sequence")
+    p.add_argument("--parallel-gen", type=int, default=128, help="tokens generated per sequence")
     p.add_argument(
         "--profile",
         type=str,

@@ -6,7 +6,8 @@ import argparse
 import functools
 from pathlib import Path
 
-from localllm.cli.args import add_engine_args, engine_config
+from localllm.cli.args import HelpFormatter, add_engine_args, engine_config
+from localllm.sampling_defaults import CHAT
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -15,6 +16,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="chat with a model in the terminal",
         description="Terminal chat. Without --model or --url, pick one of the "
         "GGUF files found on this machine.",
+        formatter_class=HelpFormatter,
     )
     add_engine_args(p, model_required=False)
     g = p.add_argument_group("chat")
@@ -50,9 +52,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="where exported Markdown goes (default: the current folder)",
     )
     g.add_argument("--system", default=None, help="system prompt for new conversations")
-    g.add_argument("--temperature", "-t", type=float, default=None)
-    g.add_argument("--top-p", type=float, default=None)
-    g.add_argument("--max-tokens", "-n", type=int, default=None)
+    saved = "(default: the chat's saved settings, else {})"
+    g.add_argument(
+        "--temperature", "-t", type=float, default=None, help=saved.format(CHAT.temperature)
+    )
+    g.add_argument("--top-p", type=float, default=None, help=saved.format(CHAT.top_p))
+    g.add_argument("--max-tokens", "-n", type=int, default=None, help=saved.format(CHAT.max_tokens))
     p.set_defaults(func=run)
 
 

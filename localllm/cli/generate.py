@@ -6,21 +6,29 @@ import argparse
 import sys
 import time
 
-from localllm.cli.args import add_engine_args, engine_config
+from localllm.cli.args import HelpFormatter, add_engine_args, engine_config
 from localllm.core import SamplingParams
+from localllm.sampling_defaults import GENERATE
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("generate", help="generate text from a prompt and print it")
+    p = sub.add_parser(
+        "generate", help="generate text from a prompt and print it", formatter_class=HelpFormatter
+    )
     add_engine_args(p)
     p.add_argument("--prompt", "-p", required=True, help="prompt text ('' = start from BOS)")
-    p.add_argument("--max-tokens", "-n", type=int, default=256)
-    p.add_argument("--temperature", "-t", type=float, default=0.8)
-    p.add_argument("--top-p", type=float, default=0.95)
-    p.add_argument("--top-k", type=int, default=40)
-    p.add_argument("--min-p", type=float, default=0.0)
-    p.add_argument("--repeat-penalty", type=float, default=1.0)
-    p.add_argument("--seed", dest="sample_seed", type=int, default=None, help="sampling seed")
+    d = GENERATE
+    p.add_argument(
+        "--max-tokens", "-n", type=int, default=d.max_tokens, help="most tokens to generate"
+    )
+    p.add_argument("--temperature", "-t", type=float, default=d.temperature, help="0 = greedy")
+    p.add_argument("--top-p", type=float, default=d.top_p, help="nucleus sampling mass")
+    p.add_argument("--top-k", type=int, default=d.top_k, help="0 = off")
+    p.add_argument("--min-p", type=float, default=d.min_p, help="0 = off")
+    p.add_argument("--repeat-penalty", type=float, default=d.repetition_penalty, help="1 = off")
+    p.add_argument(
+        "--seed", dest="sample_seed", type=int, default=None, help="sampling seed (default: random)"
+    )
     p.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
     p.add_argument(
         "--chat",

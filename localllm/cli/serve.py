@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from localllm.cli.args import add_engine_args, engine_config
+from localllm.cli.args import HelpFormatter, add_engine_args, engine_config
 
 if TYPE_CHECKING:
     from localllm.server.settings import ServerSettings
@@ -17,7 +17,11 @@ log = logging.getLogger("localllm.server")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("serve", help="serve an OpenAI-compatible API (chat, completions, infill)")
+    p = sub.add_parser(
+        "serve",
+        help="serve an OpenAI-compatible API (chat, completions, infill)",
+        formatter_class=HelpFormatter,
+    )
     add_engine_args(p)
     g = p.add_argument_group("server")
     g.add_argument(

@@ -23,7 +23,7 @@ import hashlib
 from array import array
 from collections import OrderedDict
 
-from localllm.core import Sequence
+from localllm.core import SequenceState
 
 
 def cdiv(a: int, b: int) -> int:
@@ -90,11 +90,11 @@ class BlockManager:
     def _hash(self, parent: bytes, tokens: tuple[int, ...]) -> bytes:
         return hashlib.sha256(parent + array("q", tokens).tobytes()).digest()
 
-    def _block_tokens(self, seq: Sequence, i: int) -> tuple[int, ...]:
+    def _block_tokens(self, seq: SequenceState, i: int) -> tuple[int, ...]:
         bs = self.block_size
         return tuple(seq.token_ids[i * bs : (i + 1) * bs])
 
-    def get_computed_prefix(self, seq: Sequence) -> list[int]:
+    def get_computed_prefix(self, seq: SequenceState) -> list[int]:
         """Longest chain of cached full blocks matching seq.token_ids; never all of them."""
         if not self.enable_prefix_caching:
             return []
@@ -109,7 +109,7 @@ class BlockManager:
             found.append(bid)
         return found
 
-    def cache_full_blocks(self, seq: Sequence) -> None:
+    def cache_full_blocks(self, seq: SequenceState) -> None:
         """Register each block of seq now full of computed tokens in the prefix cache."""
         if not self.enable_prefix_caching:
             return
@@ -152,7 +152,7 @@ class BlockManager:
         self._num_used += 1
         return bid
 
-    def _check_admission(self, seq: Sequence, cached: list[int]) -> None:
+    def _check_admission(self, seq: SequenceState, cached: list[int]) -> None:
         if seq.block_table or seq.num_computed:
             raise ValueError(f"computed_blocks are only for a sequence being admitted: {seq}")
         if any(self._key[bid] is None for bid in cached):
@@ -176,7 +176,7 @@ class BlockManager:
                 self._free.append(bid)
 
     def allocate(
-        self, seq: Sequence, num_new_tokens: int, computed_blocks: list[int] | None = None
+        self, seq: SequenceState, num_new_tokens: int, computed_blocks: list[int] | None = None
     ) -> bool:
         """Make seq.block_table cover seq.num_computed + num_new_tokens tokens.
 
@@ -200,7 +200,7 @@ class BlockManager:
             seq.block_table.append(self._take_new())
         return True
 
-    def _admit(self, seq: Sequence, cached: list[int]) -> None:
+    def _admit(self, seq: SequenceState, cached: list[int]) -> None:
         for bid in cached:
             self._take_cached(bid)
         seq.block_table = list(cached)
@@ -212,7 +212,7 @@ class BlockManager:
             self.queries += seq.num_tokens
             self.hits += seq.num_computed
 
-    def truncate(self, seq: Sequence, num_tokens: int) -> None:
+    def truncate(self, seq: SequenceState, num_tokens: int) -> None:
         """Shrink seq.block_table to what num_tokens need; the blocks past it are released."""
         keep = cdiv(max(num_tokens, 0), self.block_size)
         while len(seq.block_table) > keep:
@@ -221,7 +221,7 @@ class BlockManager:
         if keys is not None and len(keys) > keep:
             del keys[keep:]
 
-    def free(self, seq: Sequence) -> None:
+    def free(self, seq: SequenceState) -> None:
         """Release all of seq's blocks, tail first (so a prefix outlives its continuations)."""
         for bid in reversed(seq.block_table):
             self._release(bid)

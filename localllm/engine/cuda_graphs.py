@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from localllm.config import DECODE_PREFILL_CHUNK_GPU
 from localllm.model.batch import ForwardBatch
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ BUCKETS = (1, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 19
 # skinny GEMM costs about the same for 16 and 32 rows but about twice as much for 64 (H200,
 # scripts/sweep_dequant.py), so a 24-token chunk beside up to 8 streams keeps those steps
 # close to a plain decode step; bigger decode batches with a prefill chunk run eagerly.
-MIXED_CHUNK = 24
+MIXED_CHUNK = DECODE_PREFILL_CHUNK_GPU  # the default --decode-prefill-chunk on a GPU
 MIXED_MAX_TOKENS = 32
 # A lone prefill chunk of up to this many tokens (a new chat turn after a prefix-cache hit, an
 # editor completion) replays one graph instead of launching ~450 kernels from Python.

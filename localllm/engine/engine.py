@@ -14,9 +14,8 @@ import torch
 
 from localllm.chat_template import ChatTemplate
 from localllm.config import EngineConfig
-from localllm.core import SamplingParams, Sequence, TokenEvent, TokenLogprob, Usage
+from localllm.core import SamplingParams, SequenceState, TokenEvent, TokenLogprob, Usage
 from localllm.engine.block_manager import BlockManager
-from localllm.engine.cuda_graphs import MIXED_CHUNK
 from localllm.engine.runner import ModelRunner
 from localllm.engine.sampler import Sampler, SamplingRow
 from localllm.engine.scheduler import ScheduledBatch, Scheduler, SchedulerConfig
@@ -29,15 +28,10 @@ from localllm.tokenizer import IncrementalDetokenizer, Tokenizer
 
 log = logging.getLogger("localllm")
 
-# prefill tokens per step beside decodes, on a GPU: steps stay in the mixed CUDA graphs, so
-# streams keep their pace while a long prompt prefills (H200, 8 streams + an 8000-token prompt:
-# p99 inter-token latency 1.41x unloaded; 512 tokens per step: 7.99x)
-DEFAULT_DECODE_PREFILL_CHUNK = MIXED_CHUNK
-
 
 @dataclass
 class _RequestState:
-    seq: Sequence
+    seq: SequenceState
     detok: IncrementalDetokenizer
     stop: StopStringBuffer
     stop_ids: frozenset[int]
@@ -64,18 +58,13 @@ class LLMEngine:
                 cfg.max_num_seqs,
                 cfg.max_num_batched_tokens,
                 self.max_model_len,
-                decode_prefill_chunk=self._decode_prefill_chunk(),
+                decode_prefill_chunk=cfg.decode_prefill_chunk_on(self.runner.device.type),
             ),
             self.block_manager,
         )
         self.sampler = Sampler(self.model_cfg.vocab_size, self.runner.device, seed=cfg.seed)
         self.requests: dict[str, _RequestState] = {}
         self.stats = EngineStats()
-
-    def _decode_prefill_chunk(self) -> int:
-        if self.cfg.decode_prefill_chunk is not None:
-            return self.cfg.decode_prefill_chunk
-        return DEFAULT_DECODE_PREFILL_CHUNK if self.runner.device.type == "cuda" else 0
 
     # ---- requests -----------------------------------------------------------------------
     def add_request(
@@ -95,7 +84,7 @@ class LLMEngine:
         V = self.model_cfg.vocab_size
         if any(not 0 <= t < V for t in prompt_ids):
             raise RequestError(f"prompt token ids must be in [0, {V})", param="prompt")
-        seq = Sequence(request_id, prompt_ids, params)
+        seq = SequenceState(request_id, prompt_ids, params)
         self.scheduler.add(seq)  # raises context_length_exceeded
         stop_ids = frozenset(params.stop_token_ids) | (
             frozenset() if params.ignore_eos else self.tokenizer.stop_ids
@@ -137,7 +126,7 @@ class LLMEngine:
         self.stats.preemptions = self.scheduler.num_preemptions
         return events + self._postprocess(batch, accepted)
 
-    def _end_by_scheduler(self, seq: Sequence) -> TokenEvent | None:
+    def _end_by_scheduler(self, seq: SequenceState) -> TokenEvent | None:
         """A sequence the scheduler finished itself (context full): flush its text."""
         st = self.requests.pop(seq.request_id, None)
         if st is None:
@@ -176,14 +165,14 @@ class LLMEngine:
         return accepted
 
     @staticmethod
-    def _sampling_row(seq: Sequence) -> SamplingRow:
+    def _sampling_row(seq: SequenceState) -> SamplingRow:
         # token histories only matter for penalties: don't copy whole contexts every step
         if not seq.params.needs_penalties:
             return SamplingRow(seq.params, seq.seq_id, (), ())
         return SamplingRow(seq.params, seq.seq_id, seq.token_ids[: seq.prompt_len], seq.output_ids)
 
     def _record_logprob(
-        self, seq: Sequence, tok: int, lp: tuple[float, list[tuple[int, float]]]
+        self, seq: SequenceState, tok: int, lp: tuple[float, list[tuple[int, float]]]
     ) -> None:
         st = self.requests.get(seq.request_id)
         if st is None:
@@ -225,10 +214,8 @@ class LLMEngine:
             if stopped:
                 reason = "stop"
                 break
+            # add_request checked prompt + max_tokens <= max_model_len (core.check_context)
             if seq.num_output - (len(new) - len(emitted)) >= p.max_tokens:
-                reason = "length"
-                break
-            if seq.num_tokens - (len(new) - len(emitted)) >= self.max_model_len:
                 reason = "length"
                 break
         lps = None

@@ -105,7 +105,7 @@ class Sampler:
     def sample(self, logits: torch.Tensor, rows: list[SamplingRow]) -> SampleResult:
         self._check(logits, rows)
         raw = logits.float()
-        if all(r.params.greedy and not r.params.needs_penalties for r in rows):
+        if all(r.params.raw_argmax for r in rows):
             tokens = raw.argmax(dim=-1)  # [S]
         else:
             processed = self.process_logits(raw, rows)

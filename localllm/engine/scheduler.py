@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from collections import deque
 
-from localllm.core import SeqStatus, Sequence
+from localllm.core import SeqStatus, SequenceState, check_context
 from localllm.engine.block_manager import BlockManager, cdiv
 from localllm.engine.scheduler_types import ScheduledBatch, ScheduledSeq, SchedulerConfig
 from localllm.errors import RequestError
@@ -31,29 +31,21 @@ class Scheduler:
         self._long_left = 0  # prefill tokens long prompts may still take this step (schedule())
         self.config = config
         self.block_manager = block_manager
-        self.waiting: deque[Sequence] = deque()
-        self.running: list[Sequence] = []  # admission order: the last one is preempted first
+        self.waiting: deque[SequenceState] = deque()
+        self.running: list[SequenceState] = []  # admission order: the last one is preempted first
         self.num_preemptions = 0
 
     # ---- queue management ---------------------------------------------------------------------
-    def add(self, seq: Sequence) -> None:
+    def add(self, seq: SequenceState) -> None:
         self._check_fits(seq)
         seq.status = SeqStatus.WAITING
         self.waiting.append(seq)
 
-    def _check_fits(self, seq: Sequence) -> None:
+    def _check_fits(self, seq: SequenceState) -> None:
         prompt, completion = seq.prompt_len, seq.params.max_tokens
         if prompt < 1:
             raise RequestError("the prompt must contain at least one token", param="messages")
-        limit = self.config.max_model_len
-        if prompt + completion > limit:
-            raise RequestError(
-                f"This model's maximum context length is {limit} tokens. However, you requested "
-                f"{prompt + completion} tokens ({prompt} in the prompt, {completion} for the "
-                f"completion). Please reduce the length of the messages or completion.",
-                code="context_length_exceeded",
-                param="messages",
-            )
+        check_context(prompt, completion, self.config.max_model_len)
         bm = self.block_manager
         capacity = bm.num_blocks * bm.block_size
         if prompt > capacity:
@@ -65,7 +57,7 @@ class Scheduler:
                 param="messages",
             )
 
-    def finish(self, seq: Sequence, reason: str) -> None:
+    def finish(self, seq: SequenceState, reason: str) -> None:
         """Mark seq finished, free its blocks and drop it from whichever queue holds it."""
         if seq.status is SeqStatus.RUNNING:
             self.running.remove(seq)
@@ -78,7 +70,7 @@ class Scheduler:
             seq.finish_time = time.monotonic()
         self.block_manager.free(seq)
 
-    def abort(self, request_id: str) -> list[Sequence]:
+    def abort(self, request_id: str) -> list[SequenceState]:
         """Finish every waiting or running seq of request_id with reason "abort"."""
         hit = [s for s in (*self.running, *self.waiting) if s.request_id == request_id]
         for seq in hit:
@@ -121,7 +113,11 @@ class Scheduler:
             self._long_left -= n
 
     def _schedule_running(
-        self, seq: Sequence, budget: int, scheduled: dict[int, ScheduledSeq], batch: ScheduledBatch
+        self,
+        seq: SequenceState,
+        budget: int,
+        scheduled: dict[int, ScheduledSeq],
+        batch: ScheduledBatch,
     ) -> int:
         """Schedule one running seq (a prefill within its `_allowed` share); new budget. When
         blocks are short, first shrink the work to what fits (fewer drafts, a smaller prefill
@@ -178,7 +174,7 @@ class Scheduler:
             self._took(remaining, n)
             budget -= n
 
-    def _plan(self, seq: Sequence, budget: int) -> ScheduledSeq | None:
+    def _plan(self, seq: SequenceState, budget: int) -> ScheduledSeq | None:
         """The work for seq this step within budget (None when the budget is spent)."""
         if budget < 1:
             return None
@@ -196,19 +192,19 @@ class Scheduler:
             n = min(n, self.config.long_prefill_threshold)
         return n
 
-    def _tokens_that_fit(self, seq: Sequence) -> int:
+    def _tokens_that_fit(self, seq: SequenceState) -> int:
         """How many more tokens seq can compute with its blocks plus the free ones."""
         bm = self.block_manager
         blocks = len(seq.block_table) + bm.num_free_blocks
         return blocks * bm.block_size - seq.num_computed
 
-    def _never_fits(self, seq: Sequence) -> bool:
+    def _never_fits(self, seq: SequenceState) -> bool:
         """True when seq's tokens alone need more blocks than the whole pool has."""
         bm = self.block_manager
         return cdiv(seq.num_tokens, bm.block_size) > bm.num_blocks
 
     def _preempt(
-        self, seq: Sequence, scheduled: dict[int, ScheduledSeq], batch: ScheduledBatch
+        self, seq: SequenceState, scheduled: dict[int, ScheduledSeq], batch: ScheduledBatch
     ) -> int:
         """Recompute-preempt seq; returns the budget its dropped item (if any) gave back."""
         self.running.remove(seq)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from localllm.core import Sequence
+from localllm.core import SequenceState
 
 
 @dataclass
@@ -38,7 +38,7 @@ class SchedulerConfig:
 
 @dataclass
 class ScheduledSeq:
-    seq: Sequence
+    seq: SequenceState
     start: int  # == seq.num_computed at schedule time: first position computed this step
     num_tokens: int  # query tokens this step (prefill chunk, or 1 + len(draft_ids) for decode)
     draft_ids: list[int]  # speculative tokens appended after seq.token_ids[-1] (decode only)
@@ -60,8 +60,8 @@ class ScheduledSeq:
 @dataclass
 class ScheduledBatch:
     items: list[ScheduledSeq] = field(default_factory=list)  # decodes first, then prefill chunks
-    preempted: list[Sequence] = field(default_factory=list)  # moved back to waiting this step
-    finished: list[Sequence] = field(default_factory=list)  # ended by the scheduler ("length")
+    preempted: list[SequenceState] = field(default_factory=list)  # moved back to waiting this step
+    finished: list[SequenceState] = field(default_factory=list)  # ended by the scheduler ("length")
 
     @property
     def num_tokens(self) -> int:

@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from localllm.core import Sequence
+    from localllm.core import SequenceState
 
 
-def request_stats(seq: Sequence) -> dict:
+def request_stats(seq: SequenceState) -> dict:
     arrival = seq.arrival_time
     first = seq.first_token_time
     last = seq.last_token_time
@@ -47,7 +47,7 @@ class EngineStats:
         self.steps += 1
         self.step_time += seconds
 
-    def record_finished(self, seq: Sequence) -> None:
+    def record_finished(self, seq: SequenceState) -> None:
         self.requests_finished += 1
         self.prompt_tokens += seq.prompt_len
         self.generated_tokens += seq.num_output

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from localllm.core import SamplingParams
-from localllm.errors import RequestError
+from localllm.core import SamplingParams, check_context
+from localllm.sampling_defaults import API
 from localllm.server.errors import APIError
 from localllm.server.schemas import SamplingFields
 from localllm.server.settings import ServerSettings
@@ -44,15 +44,8 @@ def check_n(settings: ServerSettings, n: int) -> None:
 
 
 def max_tokens_for(prompt_len: int, requested: int | None, max_model_len: int) -> int:
+    check_context(prompt_len, 1, max_model_len)  # the engine's check, early: one token fits
     left = max_model_len - prompt_len
-    if left < 1:
-        raise RequestError(
-            f"This model's maximum context length is {max_model_len} tokens. However, your "
-            f"prompt is {prompt_len} tokens, which leaves no room for a completion. Please "
-            "reduce the length of the messages or prompt.",
-            code="context_length_exceeded",
-            param="messages",
-        )
     return left if requested is None else min(requested, left)
 
 
@@ -68,8 +61,8 @@ def sampling_params(
     top_k = req.top_k if req.top_k is not None and req.top_k > 0 else 0
     return SamplingParams(
         max_tokens=max_tokens,
-        temperature=1.0 if req.temperature is None else req.temperature,
-        top_p=1.0 if req.top_p is None else req.top_p,
+        temperature=API.temperature if req.temperature is None else req.temperature,
+        top_p=API.top_p if req.top_p is None else req.top_p,
         top_k=top_k,
         min_p=req.min_p or 0.0,
         repetition_penalty=req.repetition_penalty or 1.0,

@@ -1,0 +1,64 @@
+"""Engine options come from EngineConfig's fields: one default, one choice list, in --help."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+
+import pytest
+
+from localllm.cli import build_parser, main
+from localllm.cli.args import engine_config
+from localllm.config import EngineConfig
+
+
+def _flag_fields() -> list[dataclasses.Field]:
+    return [f for f in dataclasses.fields(EngineConfig) if f.metadata.get("flag")]
+
+
+@pytest.mark.parametrize("cmd", ["generate", "serve", "chat", "bench"])
+def test_every_option_shows_its_default(cmd, capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([cmd, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for f in _flag_fields():
+        assert f.metadata["flag"] in text
+    for flag in ("--block-size", "--kv-dtype", "--max-num-seqs", "--no-prefix-caching"):
+        after = text.split(flag, 2)[-1]
+        assert "(default:" in after.split(" --")[0], flag
+    assert "--speculative-tokens" not in text
+
+
+def test_defaults_are_the_dataclass_defaults_and_flags_reach_the_config():
+    args = build_parser().parse_args(["generate", "-m", "x.gguf", "-p", ""])
+    cfg = engine_config(args)
+    assert cfg == EngineConfig(model="x.gguf")
+    args = build_parser().parse_args(
+        ["generate", "-m", "x.gguf", "-p", "", "--block-size", "32", "--no-prefix-caching"]
+        + ["--fp16-gemv", "--no-cuda-graphs", "--kv-dtype", "int8", "--decode-prefill-chunk", "0"]
+    )
+    cfg = engine_config(args, max_num_seqs=1)
+    assert (cfg.block_size, cfg.enable_prefix_caching, cfg.int8_activations) == (32, False, False)
+    assert (cfg.cuda_graphs, cfg.kv_dtype, cfg.decode_prefill_chunk) == (False, "int8", 0)
+    assert cfg.max_num_seqs == 1
+
+
+def test_bad_values_are_one_line_errors(capsys):
+    assert main(["generate", "-m", "x.gguf", "-p", "", "--gpu-memory-utilization", "1.5"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["localllm: error: --gpu-memory-utilization must be in [0.05, 0.99]"]
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["generate", "-m", "x", "-p", "", "--block-size", "24"])
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["generate", "-m", "x", "-p", "", "--speculative-tokens", "4"])
+
+
+def test_block_size_changes_the_pool_not_the_text(testdata, capsys):
+    gold = json.loads((testdata / "golden" / "stories260K_greedy.json").read_text())
+    model = str(testdata / "models" / "stories260K.gguf")
+    args = ["generate", "-m", model, "-p", "", "-n", "40", "-t", "0", "--block-size", "8"]
+    assert main(args) == 0
+    out = capsys.readouterr().out.strip()
+    expected = re.sub(r"<0x([0-9A-F]{2})>", lambda m: chr(int(m.group(1), 16)), gold["text"])
+    assert out and expected.strip().startswith(out)
