@@ -78,7 +78,7 @@ def test_default_context_shrinks_to_the_pool_but_an_explicit_one_is_refused(test
 
     path = str(testdata / "models" / "stories260K.gguf")
     # stories260K: 5 layers x 4 KV heads x 8 dims; a pool of 32 blocks holds 512 tokens
-    import localllm.engine.runner as runner
+    import localllm.engine.kv_cache as pool
 
     per = bytes_per_block(
         ModelConfig(
@@ -95,22 +95,22 @@ def test_default_context_shrinks_to_the_pool_but_an_explicit_one_is_refused(test
         16,
         "fp32",
     )
-    old = runner.CPU_KV_BUDGET
-    runner.CPU_KV_BUDGET = per * 160  # 2560 tokens: less than 2 full 2048-token contexts
+    old = pool.CPU_KV_BUDGET
+    pool.CPU_KV_BUDGET = per * 160  # 2560 tokens: less than 2 full 2048-token contexts
     try:
         eng = LLMEngine(EngineConfig(model=path, device="cpu", max_num_seqs=1))
         assert eng.max_model_len == 2048  # one full context fits
-        runner.CPU_KV_BUDGET = per * 64  # 1024 tokens: not even one context
+        pool.CPU_KV_BUDGET = per * 64  # 1024 tokens: not even one context
         with pytest.raises(OutOfMemoryError, match="largest context that fits is 1024"):
             LLMEngine(EngineConfig(model=path, device="cpu", max_model_len=2048))
     finally:
-        runner.CPU_KV_BUDGET = old
+        pool.CPU_KV_BUDGET = old
 
 
 def test_long_default_context_shrinks_to_fit(tmp_path):
     from gguf import GGMLQuantizationType as Q
 
-    import localllm.engine.runner as runner
+    import localllm.engine.kv_cache as pool
     from localllm.engine.engine import LLMEngine
     from localllm.formats.synthetic import SyntheticSpec, UniformRule, write_synthetic
 
@@ -137,12 +137,12 @@ def test_long_default_context_shrinks_to_fit(tmp_path):
         ffn_dim=128,
         context_length=65536,
     )
-    old = runner.CPU_KV_BUDGET
-    runner.CPU_KV_BUDGET = bytes_per_block(mc, 16, "fp32") * 256  # 4096 tokens
+    old = pool.CPU_KV_BUDGET
+    pool.CPU_KV_BUDGET = bytes_per_block(mc, 16, "fp32") * 256  # 4096 tokens
     try:
         eng = LLMEngine(EngineConfig(model=path, device="cpu", max_num_seqs=1))
         assert eng.max_model_len == 4096 and eng.runner.kv.num_blocks == 256
         [out] = eng.generate([[1, 2, 3]], SamplingParams(max_tokens=4, temperature=0))
         assert len(out) == 4
     finally:
-        runner.CPU_KV_BUDGET = old
+        pool.CPU_KV_BUDGET = old

@@ -1,12 +1,19 @@
-"""The paged KV pool: dtype choice, per-block size, allocation from a memory budget."""
+"""The paged KV pool: dtype choice, layout, per-block size, and its sizing from a memory budget
+(KVPoolPlanner: the only place that decides how many blocks the pool has)."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
+
 import torch
 
-from localllm.config import ModelConfig
+from localllm.config import EngineConfig, ModelConfig
+from localllm.engine.block_manager import cdiv
 from localllm.errors import LocalLLMError, OutOfMemoryError
 from localllm.model.batch import KVCache
+
+log = logging.getLogger("localllm")
 
 _STORAGE = {
     "fp32": torch.float32,
@@ -84,3 +91,79 @@ def plan_num_blocks(
             f"{', or --kv-dtype int8' if dtype_name not in QUANTIZED else ''})"
         )
     return int(n)
+
+
+# ---- pool sizing: the one place that decides how many blocks the pool has ------------------
+CPU_KV_BUDGET = 2 << 30  # bytes of KV pool on the CPU reference path
+GPU_SLACK = 256 << 20  # bytes kept back on a GPU for CUDA graphs, the sampler, allocator slack
+
+# forward(kv, n_tokens, n_blocks): one dummy forward of n_tokens over a scratch pool
+ProfileForward = Callable[[KVCache, int, int], None]
+
+
+class KVPoolPlanner:
+    """Chooses the KV dtype (at start, before the weights load) and then the pool size."""
+
+    def __init__(self, cfg: EngineConfig, model_cfg: ModelConfig, device: torch.device) -> None:
+        self.cfg, self.model_cfg, self.device = cfg, model_cfg, device
+        self.block_size = cfg.block_size
+        self.dtype_name = resolve_kv_dtype(cfg.kv_dtype, device)
+        self.bytes_per_block = bytes_per_block(model_cfg, self.block_size, self.dtype_name)
+
+    def allocate(self, max_model_len: int, forward: ProfileForward) -> tuple[KVCache, int]:
+        """(the pool, the context length it serves): measured free memory on a GPU (after one
+        forward of max_num_batched_tokens), CPU_KV_BUDGET on the CPU, or --num-kv-blocks."""
+        cfg, bs = self.cfg, self.block_size
+        if cfg.num_kv_blocks is not None:
+            n = cfg.num_kv_blocks
+        elif self.device.type != "cuda":
+            n, max_model_len = self._plan(CPU_KV_BUDGET, max_model_len)
+            n = min(cdiv(max_model_len, bs) * cfg.max_num_seqs, n)
+        else:
+            n, max_model_len = self._plan(self._gpu_budget(max_model_len, forward), max_model_len)
+        return self._pool(n), max_model_len
+
+    def _pool(self, num_blocks: int) -> KVCache:
+        mc, bs = self.model_cfg, self.block_size
+        return allocate_kv_cache(mc, num_blocks, bs, self.dtype_name, self.device)
+
+    def _gpu_budget(self, max_model_len: int, forward: ProfileForward) -> int:
+        peak = self._profile_peak(min(self.cfg.max_num_batched_tokens, max_model_len), forward)
+        free, total = torch.cuda.mem_get_info(self.device)
+        used_elsewhere = total - free - torch.cuda.memory_reserved(self.device)
+        budget = int(total * self.cfg.gpu_memory_utilization) - peak - used_elsewhere
+        return budget - GPU_SLACK
+
+    def _profile_peak(self, n_tokens: int, forward: ProfileForward) -> int:
+        """Peak bytes torch allocates for weights + one forward of n_tokens (scratch pool not
+        counted)."""
+        n_blocks = cdiv(n_tokens, self.block_size) + 1
+        kv = self._pool(n_blocks)
+        torch.cuda.synchronize(self.device)
+        torch.cuda.reset_peak_memory_stats(self.device)
+        forward(kv, n_tokens, n_blocks)
+        torch.cuda.synchronize(self.device)
+        peak = torch.cuda.max_memory_allocated(self.device) - n_blocks * self.bytes_per_block
+        del kv
+        torch.cuda.empty_cache()
+        return peak
+
+    def _plan(self, budget: int, max_model_len: int) -> tuple[int, int]:
+        """(blocks that fit in budget, context length). A context the user asked for that does
+        not fit is refused (with the largest that would); the model's own default context
+        shrinks to fit instead."""
+        bs, per_block = self.block_size, self.bytes_per_block
+        try:
+            n = plan_num_blocks(self.model_cfg, bs, self.dtype_name, budget, max_model_len)
+            return n, max_model_len
+        except OutOfMemoryError:
+            fits = budget // per_block * bs
+            if self.cfg.max_model_len is not None or fits < min(2048, max_model_len):
+                raise
+        log.warning(
+            "the model's %d-token context does not fit in the KV pool; using %d tokens "
+            "(set --max-model-len or --kv-dtype int8)",
+            max_model_len,
+            fits,
+        )
+        return int(budget // per_block), int(fits)

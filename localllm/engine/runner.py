@@ -18,12 +18,7 @@ import torch
 from localllm.config import EngineConfig, ModelConfig
 from localllm.device import activation_dtype, gib, pick_backend, pick_device
 from localllm.engine.cuda_graphs import MIXED_CHUNK, GraphRunner
-from localllm.engine.kv_cache import (
-    allocate_kv_cache,
-    bytes_per_block,
-    plan_num_blocks,
-    resolve_kv_dtype,
-)
+from localllm.engine.kv_cache import KVPoolPlanner
 from localllm.engine.scheduler import ScheduledBatch
 from localllm.errors import OutOfMemoryError
 from localllm.formats.gguf import GGUFFile
@@ -35,7 +30,6 @@ from localllm.model.weights import cache_dense, load_weights
 
 log = logging.getLogger("localllm")
 
-CPU_KV_BUDGET = 2 << 30  # bytes of KV pool on the CPU reference path
 CPU_DENSE_BUDGET = 4 << 30  # dequantize weights once on CPU when they fit in this
 
 
@@ -55,10 +49,10 @@ class ModelRunner:
         self.device = pick_device(cfg.device)
         self.backend = pick_backend(cfg.backend, self.device)
         self.dtype = activation_dtype(self.device, cfg.dtype)
-        self.kv_dtype = resolve_kv_dtype(cfg.kv_dtype, self.device)
-        self.max_model_len = min(cfg.max_model_len or model_cfg.context_length, 1 << 20)
+        self.pool = KVPoolPlanner(cfg, model_cfg, self.device)  # checks --kv-dtype early
+        self.kv_dtype = self.pool.dtype_name
         self.block_size = cfg.block_size
-        self.max_blocks_per_seq = -(-self.max_model_len // self.block_size)
+        self.max_model_len = min(cfg.max_model_len or model_cfg.context_length, 1 << 20)
         t0 = time.perf_counter()
         self._check_weights_fit(gguf)
         try:
@@ -74,7 +68,9 @@ class ModelRunner:
             model_cfg, weights, Ops(self.backend), cos_sin, int8_act
         )
         self.weight_bytes = weights.nbytes
-        self.kv = self._allocate_kv()
+        # the model's own context may shrink to what the pool holds
+        self.kv, self.max_model_len = self.pool.allocate(self.max_model_len, self._profile_forward)
+        self.max_blocks_per_seq = -(-self.max_model_len // self.block_size)
         self.graphs: GraphRunner | None = None
         if self.device.type == "cuda" and cfg.cuda_graphs:
             chunk = min(cfg.decode_prefill_chunk or MIXED_CHUNK, MIXED_CHUNK)
@@ -97,51 +93,8 @@ class ModelRunner:
             f"{torch.cuda.get_device_name(self.device)} has {gib(free)} free of {gib(total)}"
         )
 
-    def _allocate_kv(self) -> KVCache:
-        mc, bs = self.model_cfg, self.block_size
-        if self.cfg.num_kv_blocks is not None:
-            return allocate_kv_cache(mc, self.cfg.num_kv_blocks, bs, self.kv_dtype, self.device)
-        if self.device.type != "cuda":
-            n = min(self.max_blocks_per_seq * self.cfg.max_num_seqs, self._plan(CPU_KV_BUDGET))
-            return allocate_kv_cache(mc, n, bs, self.kv_dtype, self.device)
-        peak = self._profile_peak_memory()
-        free, total = torch.cuda.mem_get_info(self.device)
-        used_elsewhere = total - free - torch.cuda.memory_reserved(self.device)
-        budget = int(total * self.cfg.gpu_memory_utilization) - peak - used_elsewhere
-        budget -= 256 << 20  # CUDA graphs, sampler and allocator slack
-        return allocate_kv_cache(mc, self._plan(budget), bs, self.kv_dtype, self.device)
-
-    def _plan(self, budget: int) -> int:
-        """Blocks that fit in budget. A context the user asked for that does not fit is refused
-        (with the largest that would); the model's own default context shrinks to fit instead."""
-        try:
-            return plan_num_blocks(
-                self.model_cfg, self.block_size, self.kv_dtype, budget, self.max_model_len
-            )
-        except OutOfMemoryError:
-            per_block = bytes_per_block(self.model_cfg, self.block_size, self.kv_dtype)
-            fits = budget // per_block * self.block_size
-            if self.cfg.max_model_len is not None or fits < min(2048, self.max_model_len):
-                raise
-        log.warning(
-            "the model's %d-token context does not fit in the KV pool; using %d tokens "
-            "(set --max-model-len or --kv-dtype int8)",
-            self.max_model_len,
-            fits,
-        )
-        self.max_model_len = int(fits)
-        self.max_blocks_per_seq = fits // self.block_size
-        return int(budget // per_block)
-
-    def _profile_peak_memory(self) -> int:
-        """Peak bytes torch allocates for weights + one forward of max_num_batched_tokens."""
-        n_tok = min(self.cfg.max_num_batched_tokens, self.max_model_len)
-        n_blocks = -(-n_tok // self.block_size) + 1
-        kv = allocate_kv_cache(
-            self.model_cfg, n_blocks, self.block_size, self.kv_dtype, self.device
-        )
-        torch.cuda.synchronize(self.device)
-        torch.cuda.reset_peak_memory_stats(self.device)
+    def _profile_forward(self, kv: KVCache, n_tok: int, n_blocks: int) -> None:
+        """One forward of n_tok dummy tokens over kv (KVPoolPlanner measures its peak memory)."""
         fb = self._build(
             input_ids=[0] * n_tok,
             positions=list(range(n_tok)),
@@ -152,12 +105,6 @@ class ModelRunner:
             logits_rows=list(range(min(n_tok, self.cfg.max_num_seqs))),
         )
         self.model.logits(self.model.forward(fb, kv))
-        torch.cuda.synchronize(self.device)
-        kv_bytes = n_blocks * bytes_per_block(self.model_cfg, self.block_size, self.kv_dtype)
-        peak = torch.cuda.max_memory_allocated(self.device) - kv_bytes
-        del kv
-        torch.cuda.empty_cache()
-        return peak
 
     @property
     def num_kv_tokens(self) -> int:
