@@ -2,28 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
 from localllm.config import ModelConfig, RopeScaling
 from localllm.errors import ModelLoadError
 from localllm.formats.gguf import GGUFFile
-
-
-@dataclass(frozen=True)
-class ArchSpec:
-    rope_style: str  # how Q/K pairs are rotated for this GGUF arch (llama.cpp's rope type)
-    qkv_bias: bool = False
-    qk_norm: bool = False
-
-
-# llama.cpp: LLM_ARCH_LLAMA uses LLAMA_ROPE_TYPE_NORM (adjacent pairs; the converter permutes
-# HF Q/K rows for it); qwen2/qwen3 use LLAMA_ROPE_TYPE_NEOX (half split, no permutation).
-ARCHS: dict[str, ArchSpec] = {
-    "llama": ArchSpec(rope_style="interleaved"),
-    "qwen2": ArchSpec(rope_style="neox", qkv_bias=True),
-    "qwen3": ArchSpec(rope_style="neox", qk_norm=True),
-}
+from localllm.model.registry import ARCHS
 
 
 def _rope_scaling(g: GGUFFile, arch: str) -> RopeScaling | None:
@@ -96,6 +78,3 @@ def model_config_from_gguf(g: GGUFFile) -> ModelConfig:
         )
     except ValueError as e:
         raise ModelLoadError(g.path, f"inconsistent model metadata ({e})") from None
-
-
-ConfigBuilder = Callable[[GGUFFile], ModelConfig]

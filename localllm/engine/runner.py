@@ -23,8 +23,8 @@ from localllm.engine.scheduler import ScheduledBatch
 from localllm.errors import OutOfMemoryError
 from localllm.formats.gguf import GGUFFile
 from localllm.kernels.registry import Ops
-from localllm.model import MODEL_CLASSES
 from localllm.model.batch import ForwardBatch, KVCache
+from localllm.model.registry import ARCHS
 from localllm.model.rope import cos_sin_table
 from localllm.model.weights import cache_dense, load_weights
 
@@ -64,7 +64,7 @@ class ModelRunner:
         self.load_seconds = time.perf_counter() - t0
         cos_sin = cos_sin_table(model_cfg, self.max_model_len, self.device, weights.rope_freqs)
         int8_act = cfg.int8_activations and self.backend == "triton"
-        self.model = MODEL_CLASSES[model_cfg.arch](
+        self.model = ARCHS[model_cfg.arch].model_class(
             model_cfg, weights, Ops(self.backend), cos_sin, int8_act
         )
         self.weight_bytes = weights.nbytes
