@@ -19,6 +19,7 @@ from localllm.tui.context import ChatMessage
 if TYPE_CHECKING:
     from localllm.config import EngineConfig
     from localllm.engine.async_engine import AsyncEngine
+    from localllm.engine.engine import LLMEngine
 
 
 class BackendError(LocalLLMError):
@@ -129,8 +130,9 @@ class LocalBackend:
             self.engine.abort(self.request_id)
 
     async def pool_usage(self) -> tuple[int, int] | None:
-        def read(e: object) -> tuple[int, int]:
-            return e.block_manager.num_used_blocks, e.runner.kv.num_blocks  # type: ignore[attr-defined]
+        def read(e: LLMEngine) -> tuple[int, int]:
+            snap = e.snapshot()
+            return snap.blocks_used, snap.blocks_total
 
         return await asyncio.to_thread(self.engine.run_sync, read)
 

@@ -19,7 +19,7 @@ from localllm.engine.block_manager import BlockManager
 from localllm.engine.runner import ModelRunner
 from localllm.engine.sampler import Sampler, SamplingRow
 from localllm.engine.scheduler import ScheduledBatch, Scheduler, SchedulerConfig
-from localllm.engine.stats import EngineStats, request_stats
+from localllm.engine.stats import EngineSnapshot, EngineStats, request_stats
 from localllm.engine.stop import StopStringBuffer
 from localllm.errors import RequestError
 from localllm.formats.gguf import GGUFFile
@@ -109,6 +109,28 @@ class LLMEngine:
 
     def has_work(self) -> bool:
         return self.scheduler.has_unfinished()
+
+    def snapshot(self) -> EngineSnapshot:
+        """Queues, KV pool occupancy, prefix-cache and engine counters (call on the engine's
+        thread: `AsyncEngine.run_sync(LLMEngine.snapshot)`)."""
+        bm, s = self.block_manager, self.stats
+        return EngineSnapshot(
+            waiting=len(self.scheduler.waiting),
+            running=len(self.scheduler.running),
+            blocks_total=bm.num_blocks,
+            blocks_used=bm.num_used_blocks,
+            blocks_free=bm.num_free_blocks,
+            blocks_cached=bm.num_cached_blocks,
+            block_hit_rate=bm.hits / bm.queries if bm.queries else 0.0,
+            token_hit_rate=s.prefix_hit_rate,
+            spec_proposed=s.spec_proposed,
+            spec_accepted=s.spec_accepted,
+            preemptions=s.preemptions,
+            steps=s.steps,
+            requests_received=s.requests_received,
+            requests_finished=s.requests_finished,
+            requests_aborted=s.requests_aborted,
+        )
 
     # ---- one step -----------------------------------------------------------------------
     @torch.inference_mode()

@@ -59,3 +59,24 @@ class EngineStats:
     @property
     def prefix_hit_rate(self) -> float:
         return self.cached_prompt_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+
+@dataclass(frozen=True)
+class EngineSnapshot:
+    """What front ends may read of a running engine (LLMEngine.snapshot(), on its thread)."""
+
+    waiting: int  # requests waiting to be scheduled
+    running: int  # requests in the running batch
+    blocks_total: int  # KV blocks in the pool
+    blocks_used: int  # referenced by running requests
+    blocks_free: int  # allocatable now (free or evictable cached)
+    blocks_cached: int  # holding prefix-cache entries
+    block_hit_rate: float  # prefix-cache hits per block lookup
+    token_hit_rate: float  # cached prompt tokens / prompt tokens of finished requests
+    spec_proposed: int
+    spec_accepted: int
+    preemptions: int
+    steps: int
+    requests_received: int
+    requests_finished: int
+    requests_aborted: int

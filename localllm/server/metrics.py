@@ -7,15 +7,19 @@ acceptance, preemptions) are read from the engine thread at scrape time.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from localllm.core import TokenEvent
+
+if TYPE_CHECKING:
+    from localllm.engine.engine import LLMEngine
 
 PREFIX = "localllm"
 LATENCY_BUCKETS = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
@@ -105,27 +109,9 @@ class RequestObserver:
                 self.m.generation_tokens.inc(ev.usage.completion_tokens)
 
 
-def engine_snapshot(e: Any) -> dict[str, Any]:
+def engine_snapshot(e: LLMEngine) -> dict[str, Any]:
     """What the collector needs, read on the engine thread (`AsyncEngine.run_sync`)."""
-    bm = e.block_manager.stats()
-    s = e.stats
-    return {
-        "waiting": len(e.scheduler.waiting),
-        "running": len(e.scheduler.running),
-        "blocks_total": e.runner.kv.num_blocks,
-        "blocks_used": bm["used"],
-        "blocks_free": bm["free"],
-        "blocks_cached": bm["cached"],
-        "block_hit_rate": bm["hit_rate"],
-        "token_hit_rate": s.prefix_hit_rate,
-        "spec_proposed": s.spec_proposed,
-        "spec_accepted": s.spec_accepted,
-        "preemptions": s.preemptions,
-        "steps": s.steps,
-        "requests_received": s.requests_received,
-        "requests_finished": s.requests_finished,
-        "requests_aborted": s.requests_aborted,
-    }
+    return dataclasses.asdict(e.snapshot())
 
 
 # (snapshot key, metric name, help) per kind
