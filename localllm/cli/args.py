@@ -73,6 +73,6 @@ def engine_config(args: argparse.Namespace, **overrides: object) -> EngineConfig
     }
     kw.update(overrides)
     try:
-        return EngineConfig(**kw)  # type: ignore[arg-type]
+        return EngineConfig(**kw)
     except ValueError as e:
         raise LocalLLMError(str(e)) from None

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -42,6 +43,47 @@ MIXED_MAX_TOKENS = 32
 # editor completion) replays one graph instead of launching ~450 kernels from Python.
 PREFILL_GRAPH_TOKENS = 128
 
+# name, dtype, shape of each graph input, in the order of the staging buffer (tables last: only
+# the step's rows of it are copied); T tokens, M sequences, B = the most blocks of a sequence
+_FIELDS = (("ids", torch.int64, "T"), ("pos", torch.int64, "T"), ("slots", torch.int64, "T"),
+           ("rows", torch.int64, "M"), ("seq_lens", torch.int32, "M"), ("cu", torch.int32, "M+1"),
+           ("tables", torch.int32, "M,B"))  # fmt: skip
+
+
+@dataclass
+class _StepBuffers:
+    """The graphs' inputs: views of one device buffer. A pinned host buffer of the same layout
+    is staged (host_np: numpy views of it) and its used prefix goes over in one copy per step."""
+
+    ids: torch.Tensor  # [T] int64 token ids
+    pos: torch.Tensor  # [T] int64 positions
+    slots: torch.Tensor  # [T] int64 KV slot of each token, -1 = padding (no store)
+    rows: torch.Tensor  # [M] int64 logits rows
+    seq_lens: torch.Tensor  # [M] int32
+    cu: torch.Tensor  # [M + 1] int32 cu_seqlens_q
+    tables: torch.Tensor  # [M, B] int32 block tables
+    dev: torch.Tensor  # uint8 [bytes] the device buffer the fields view
+    host: torch.Tensor  # uint8 [bytes] pinned staging buffer
+    host_np: dict[str, np.ndarray]  # field name -> numpy view of host
+    tables_offset: int  # byte offset of `tables`
+
+    @classmethod
+    def allocate(cls, T: int, M: int, B: int, device: torch.device) -> _StepBuffers:
+        dims = {"T": (T,), "M": (M,), "M+1": (M + 1,), "M,B": (M, B)}
+        offsets, size = [], 0
+        for _, dtype, dim in _FIELDS:
+            offsets.append(size)
+            size += -(-math.prod(dims[dim]) * dtype.itemsize // 8) * 8  # 8-byte aligned fields
+        host = torch.zeros(size, dtype=torch.uint8).pin_memory()
+        dev = torch.zeros(size, dtype=torch.uint8, device=device)
+        views, host_np = {}, {}
+        for (name, dtype, dim), off in zip(_FIELDS, offsets):
+            shape, n = dims[dim], math.prod(dims[dim]) * dtype.itemsize
+            views[name] = dev[off : off + n].view(dtype).view(shape)
+            host_np[name] = host[off : off + n].view(dtype).view(shape).numpy()
+        return cls(**views, dev=dev, host=host, host_np=host_np, tables_offset=offsets[-1])
+
+
 # (graph key (decode bucket b, chunk c), decode items, the one prefill chunk or None)
 ReplayPlan = tuple[tuple[int, int], list["ScheduledSeq"], "ScheduledSeq | None"]
 
@@ -57,25 +99,8 @@ class GraphRunner:
         dev, mb = runner.device, runner.max_blocks_per_seq
         M = max_batch + 1  # sequences
         T = max(max_batch + mixed_chunk, PREFILL_GRAPH_TOKENS)  # tokens
-        # The graphs' inputs are views of one device buffer; a pinned host buffer of the same
-        # layout is staged and its used prefix (block tables last: only the step's rows) goes
-        # over in one copy per step.
-        fields = (("ids", torch.int64, (T,)), ("pos", torch.int64, (T,)),
-                  ("slots", torch.int64, (T,)), ("rows", torch.int64, (M,)),  # logits rows
-                  ("seq_lens", torch.int32, (M,)), ("cu", torch.int32, (M + 1,)),
-                  ("tables", torch.int32, (M, mb)))  # fmt: skip
-        offsets, size = [], 0
-        for _, dtype, shape in fields:
-            offsets.append(size)
-            size += -(-math.prod(shape) * dtype.itemsize // 8) * 8  # 8-byte aligned fields
-        self.host_bytes = torch.zeros(size, dtype=torch.uint8).pin_memory()
-        self.dev_bytes = torch.zeros(size, dtype=torch.uint8, device=dev)
-        self.host_np = {}
-        for (name, dtype, shape), off in zip(fields, offsets):
-            n = math.prod(shape) * dtype.itemsize
-            setattr(self, name, self.dev_bytes[off : off + n].view(dtype).view(shape))
-            self.host_np[name] = self.host_bytes[off : off + n].view(dtype).view(shape).numpy()
-        self.tables_offset, self.table_bytes = offsets[-1], mb * 4
+        self.buf = _StepBuffers.allocate(T, M, mb, dev)
+        self.table_bytes = mb * 4
         self.graphs: dict[tuple[int, int], torch.cuda.CUDAGraph] = {}  # (b, chunk) -> graph
         self.logits: dict[tuple[int, int], torch.Tensor] = {}
         self.greedy: dict[tuple[int, int], torch.Tensor] = {}  # argmax of each logits row
@@ -94,26 +119,26 @@ class GraphRunner:
     def _fb(self, b: int, c: int) -> ForwardBatch:
         n_seq = b + (1 if c else 0)
         return ForwardBatch(
-            input_ids=self.ids[: b + c],
-            positions=self.pos[: b + c],
-            slot_mapping=self.slots[: b + c],
-            block_tables=self.tables[:n_seq],
-            cu_seqlens_q=self.cu[: n_seq + 1],
-            seq_lens=self.seq_lens[:n_seq],
+            input_ids=self.buf.ids[: b + c],
+            positions=self.buf.pos[: b + c],
+            slot_mapping=self.buf.slots[: b + c],
+            block_tables=self.buf.tables[:n_seq],
+            cu_seqlens_q=self.buf.cu[: n_seq + 1],
+            seq_lens=self.buf.seq_lens[:n_seq],
             max_q_len=max(1, c),
             max_seq_len=self.runner.max_model_len,
-            logits_indices=self.rows[:n_seq],
+            logits_indices=self.buf.rows[:n_seq],
             logits_all_rows=c == 0,  # decode rows 0..b-1
         )
 
     def _reset(self, b: int, c: int) -> None:
         """Buffer contents for warm-up/capture: all rows padding, the right cu_seqlens."""
-        self.slots.fill_(-1)
-        self.seq_lens.zero_()
+        self.buf.slots.fill_(-1)
+        self.buf.seq_lens.zero_()
         cu = list(range(b + 1)) + ([b + c] if c else [])
-        self.cu[: len(cu)].copy_(torch.tensor(cu, dtype=torch.int32))
+        self.buf.cu[: len(cu)].copy_(torch.tensor(cu, dtype=torch.int32))
         rows = list(range(b)) + ([b + c - 1] if c else [])
-        self.rows[: len(rows)].copy_(torch.tensor(rows, dtype=torch.int64))
+        self.buf.rows[: len(rows)].copy_(torch.tensor(rows, dtype=torch.int64))
 
     def _capture(self, b: int, c: int, pool: Any, stream: torch.cuda.Stream) -> None:
         model, kv = self.runner.model, self.runner.kv
@@ -181,7 +206,7 @@ class GraphRunner:
     ) -> int:
         """Fill the host buffer for graph (b, c); returns how many bytes of it to copy."""
         bs = self.runner.block_size
-        h = self.host_np
+        h = self.buf.host_np
         n_seq = b + (1 if chunk is not None else 0)
         ids, pos, slots, rows = h["ids"], h["pos"], h["slots"], h["rows"]
         lens, cu, tables = h["seq_lens"], h["cu"], h["tables"][:n_seq]
@@ -208,7 +233,7 @@ class GraphRunner:
             tables[b, : len(seq.block_table)] = seq.block_table
             cu[b + 1] = b + c
             rows[b] = b + c - 1
-        return self.tables_offset + n_seq * self.table_bytes
+        return self.buf.tables_offset + n_seq * self.table_bytes
 
     def run(
         self, batch: ScheduledBatch, plan: ReplayPlan
@@ -217,7 +242,7 @@ class GraphRunner:
         argmax [S], each item's (first row, rows))."""
         (b, c), decodes, chunk = plan
         n = self._stage(decodes, chunk, b, c)
-        self.dev_bytes[:n].copy_(self.host_bytes[:n], non_blocking=True)
+        self.buf.dev[:n].copy_(self.buf.host[:n], non_blocking=True)
         self.graphs[b, c].replay()
         self.replays["decode" if not c else "mixed" if b else "prefill"] += 1
         row_of = {id(it): (i, 1) for i, it in enumerate(decodes)}
