@@ -28,8 +28,8 @@ import numpy as np
 import torch
 
 from localllm.core import SamplingParams
+from localllm.engine.sampling_ops import logprobs_of, min_p_, top_k_, top_p_
 
-_NEG_INF = float("-inf")
 _TOP_P_OFF = 2.0  # top_p >= 1 never truncates; a threshold above any cumulative mass
 
 
@@ -83,11 +83,11 @@ class Sampler:
         if t.temperature is not None:
             out.div_(t.temperature)
         if t.top_k is not None:
-            _top_k(out, t.top_k, t.k_max)
+            top_k_(out, t.top_k, t.k_max)
         if t.top_p is not None:
-            _top_p(out, t.top_p)
+            top_p_(out, t.top_p)
         if t.log_min_p is not None:
-            _min_p(out, t.log_min_p)
+            min_p_(out, t.log_min_p)
         return out
 
     def probs(self, logits: torch.Tensor, rows: list[SamplingRow]) -> torch.Tensor:
@@ -110,7 +110,7 @@ class Sampler:
         else:
             processed = self.process_logits(raw, rows)
             tokens = self._draw(processed, rows, lambda s: s.softmax(dim=-1))
-        logprobs = _logprobs(raw, tokens, rows)
+        logprobs = logprobs_of(raw, tokens, [r.params.logprobs for r in rows])
         return SampleResult(tokens.tolist(), logprobs)
 
     def sample_from_probs(self, probs: torch.Tensor, rows: list[SamplingRow]) -> torch.Tensor:
@@ -266,44 +266,3 @@ class Sampler:
             raise ValueError(f"logits have {logits.shape[1]} columns, vocab is {self.vocab_size}")
         if logits.device.type != self.device.type:
             raise ValueError(f"logits on {logits.device}, sampler on {self.device}")
-
-
-def _top_k(logits: torch.Tensor, k: torch.Tensor, k_max: int) -> None:
-    """In place: logits [S, V]; k [S, 1] int64, 0 = off. Keeps logits >= the k-th largest."""
-    top = logits.topk(k_max, dim=-1).values  # [S, k_max] descending
-    kth = top.gather(1, (k - 1).clamp(min=0))  # [S, 1]
-    kth = kth.masked_fill(k == 0, _NEG_INF)
-    logits.masked_fill_(logits < kth, _NEG_INF)
-
-
-def _top_p(logits: torch.Tensor, top_p: torch.Tensor) -> None:
-    """In place: logits [S, V]; top_p [S, 1]. Drops a token iff the mass above it >= top_p."""
-    sorted_logits, order = logits.sort(dim=-1, descending=True)  # [S, V]
-    p = sorted_logits.softmax(dim=-1)
-    above = p.cumsum(dim=-1) - p  # mass strictly before each sorted token; 0 for the top one
-    drop = torch.empty_like(above, dtype=torch.bool).scatter_(1, order, above >= top_p)
-    logits.masked_fill_(drop, _NEG_INF)
-
-
-def _min_p(logits: torch.Tensor, log_min_p: torch.Tensor) -> None:
-    """In place: logits [S, V]; log_min_p [S, 1]. p < min_p * p_max <=> l < l_max + log(min_p)."""
-    threshold = logits.amax(dim=-1, keepdim=True) + log_min_p  # [S, 1]
-    logits.masked_fill_(logits < threshold, _NEG_INF)
-
-
-def _logprobs(
-    raw: torch.Tensor, tokens: torch.Tensor, rows: list[SamplingRow]
-) -> list[tuple[float, list[tuple[int, float]]]] | None:
-    """Chosen and top-N logprobs of log_softmax(raw logits) [S, V]; tokens [S]."""
-    wanted = [r.params.logprobs for r in rows]
-    if all(n is None for n in wanted):
-        return None
-    lp = raw.log_softmax(dim=-1)  # [S, V]
-    chosen = lp.gather(1, tokens[:, None])[:, 0].tolist()
-    n_max = min(max(n or 0 for n in wanted), raw.shape[1])
-    top_v, top_i = lp.topk(n_max, dim=-1) if n_max else (lp[:, :0], lp[:, :0].long())
-    values, ids = top_v.tolist(), top_i.tolist()
-    return [
-        (chosen[s], list(zip(ids[s][: n or 0], values[s][: n or 0], strict=True)))
-        for s, n in enumerate(wanted)
-    ]
