@@ -4,7 +4,10 @@ The header is parsed here rather than by `gguf.GGUFReader`: the library builds o
 per array element, which takes ~1.5 s for a 32K vocabulary (~6 s at 128K). This parser reads
 the same layout (the gguf package's constants and type tables) with `struct` straight from the
 memory map, checks every read against the file length (so a truncated file is reported with
-where it ends), and validates each tensor's type, size, alignment and extent.
+where it ends), and validates each tensor's type, size, alignment and extent. The checks
+that need the whole header (no duplicate keys, the spec's types and ranges of the shared keys,
+tensor data tiling the data section) are in `gguf_validate`; the tensors an architecture
+needs are checked against its ModelConfig in `gguf_tensors`.
 
 Tensor shapes are given in torch order (rows first): a GGUF `[ne0=cols, ne1=rows]` weight
 becomes `(rows, cols)`. Quantized (and BF16) tensors are `uint8` arrays `[rows, row_bytes]`;
@@ -24,6 +27,7 @@ import numpy as np
 from gguf import GGML_QUANT_SIZES, GGUF_DEFAULT_ALIGNMENT, GGMLQuantizationType, GGUFValueType
 
 from localllm.errors import ModelLoadError
+from localllm.formats.gguf_validate import Span, ValueType, check_layout, check_metadata
 from localllm.formats.quants import check_supported, qtype_name
 
 GGUF_MAGIC = b"GGUF"
@@ -165,7 +169,9 @@ def _map_file(path: str) -> mmap.mmap:
         raise ModelLoadError(path, f"cannot read file ({e.strerror or e})") from None
 
 
-def _read_header(cur: _Cursor) -> tuple[int, dict[str, Any], list[_TensorInfo]]:
+def _read_header(
+    cur: _Cursor,
+) -> tuple[int, dict[str, Any], dict[str, ValueType], list[_TensorInfo]]:
     cur.take(4)  # magic, checked when mapping
     version = cur.scalar(_U32)
     if version & 0xFFFF == 0 and version:
@@ -174,11 +180,21 @@ def _read_header(cur: _Cursor) -> tuple[int, dict[str, Any], list[_TensorInfo]]:
         raise ModelLoadError(cur.path, f"unsupported GGUF version {version}")
     n_tensors, n_kv = cur.scalar(_U64), cur.scalar(_U64)
     metadata: dict[str, Any] = {}
+    types: dict[str, ValueType] = {}
     for i in range(n_kv):
         cur.where = f"metadata (key #{i})"
         key = cur.string()
+        if key in metadata:
+            raise ModelLoadError(cur.path, f"corrupt GGUF: duplicate metadata key {key!r}")
         cur.where = f"metadata value of {key!r}"
-        metadata[key] = cur.value(cur.scalar(_U32))
+        vtype = cur.scalar(_U32)
+        sub = (
+            _U32.unpack_from(cur.buf, cur.pos)[0]
+            if vtype == V.ARRAY and cur.pos + 4 <= cur.size
+            else None
+        )
+        metadata[key] = cur.value(vtype)
+        types[key] = (vtype, sub)
     infos: list[_TensorInfo] = []
     for i in range(n_tensors):
         cur.where = f"tensor info #{i}"
@@ -188,7 +204,7 @@ def _read_header(cur: _Cursor) -> tuple[int, dict[str, Any], list[_TensorInfo]]:
             raise ModelLoadError(cur.path, f"corrupt GGUF: tensor {name!r} has {n_dims} dims")
         dims = tuple(cur.scalar(_U64) for _ in range(n_dims))
         infos.append(_TensorInfo(name, dims, cur.scalar(_U32), cur.scalar(_U64)))
-    return version, metadata, infos
+    return version, metadata, types, infos
 
 
 class GGUFFile:
@@ -204,28 +220,24 @@ class GGUFFile:
         self._buf = _map_file(self.path)
         cur = _Cursor(self._buf, self.path)
         try:
-            self.version, self.metadata, infos = _read_header(cur)
+            self.version, self.metadata, self.metadata_types, infos = _read_header(cur)
         except (RecursionError, MemoryError, OverflowError, ValueError, struct.error) as e:
             raise ModelLoadError(
                 self.path, f"corrupt GGUF in the {cur.where} ({type(e).__name__})"
             ) from None
-        self.alignment = self._alignment()
+        check_metadata(self.path, self.metadata, self.metadata_types)
+        self.alignment = int(self.metadata.get("general.alignment", GGUF_DEFAULT_ALIGNMENT))
         self.data_offset = -(-cur.pos // self.alignment) * self.alignment
         self.tensors: dict[str, RawTensor] = {}
+        spans: list[Span] = []
         for info in infos:
             if info.name in self.tensors:
                 raise ModelLoadError(self.path, f"corrupt GGUF: duplicate tensor {info.name!r}")
             if check_types:
                 check_supported(info.type_id, self.path, info.name)
-            self.tensors[info.name] = self._tensor(info)
-
-    def _alignment(self) -> int:
-        a = self.metadata.get("general.alignment", GGUF_DEFAULT_ALIGNMENT)
-        if not isinstance(a, int) or a <= 0 or a & (a - 1):
-            raise ModelLoadError(
-                self.path, f"corrupt GGUF: general.alignment {a!r} is not a power of two"
-            )
-        return a
+            t = self.tensors[info.name] = self._tensor(info)
+            spans.append(Span(t.name, info.offset, t.nbytes, f"{t.qname} {t.shape}"))
+        check_layout(self.path, spans, self.alignment, len(self._buf) - self.data_offset)
 
     def _tensor(self, info: _TensorInfo) -> RawTensor:
         name = info.name
@@ -256,6 +268,7 @@ class GGUFFile:
             )
         shape = tuple(reversed(dims))  # torch order
         plain = _PLAIN_DTYPES.get(qtype)
+        data: np.ndarray
         if plain is not None:
             data = np.frombuffer(self._buf, dtype=plain, count=n_elems, offset=start).reshape(shape)
         else:

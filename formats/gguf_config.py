@@ -1,10 +1,17 @@
-"""ModelConfig from GGUF metadata, through a registry of supported architectures."""
+"""ModelConfig from GGUF metadata, through a registry of supported architectures.
+
+The hyperparameters are checked against their spec types and ranges first
+(`gguf_validate.check_arch_metadata`), the file's tensors against the config after
+(`gguf_tensors.check_tensors`): a config returned here describes the file exactly.
+"""
 
 from __future__ import annotations
 
 from localllm.config import ModelConfig, RopeScaling
 from localllm.errors import ModelLoadError
 from localllm.formats.gguf import GGUFFile
+from localllm.formats.gguf_tensors import check_tensors
+from localllm.formats.gguf_validate import check_arch_metadata
 from localllm.model.registry import ARCHS
 
 
@@ -45,6 +52,7 @@ def model_config_from_gguf(g: GGUFFile) -> ModelConfig:
         raise ModelLoadError(
             g.path, f"unsupported architecture {arch!r} (supported: {', '.join(sorted(ARCHS))})"
         )
+    check_arch_metadata(g.path, arch, g.metadata, g.metadata_types)
     dim = _int(g, f"{arch}.embedding_length")
     n_heads = _int(g, f"{arch}.attention.head_count")
     n_kv = _int(g, f"{arch}.attention.head_count_kv", n_heads)
@@ -57,7 +65,7 @@ def model_config_from_gguf(g: GGUFFile) -> ModelConfig:
             g.path, f"partial rotary embeddings ({rope_dim} of {head_dim}) are not supported"
         )
     try:
-        return ModelConfig(
+        cfg = ModelConfig(
             arch=arch,
             vocab_size=vocab,
             dim=dim,
@@ -78,3 +86,12 @@ def model_config_from_gguf(g: GGUFFile) -> ModelConfig:
         )
     except ValueError as e:
         raise ModelLoadError(g.path, f"inconsistent model metadata ({e})") from None
+    tokens = g.get("tokenizer.ggml.tokens")
+    if tokens is not None and len(tokens) != cfg.vocab_size:
+        raise ModelLoadError(
+            g.path,
+            f"the tokenizer has {len(tokens)} tokens but the model's vocabulary is "
+            f"{cfg.vocab_size}",
+        )
+    check_tensors(g, cfg)
+    return cfg
