@@ -44,7 +44,12 @@ def vector_tokenizer(testdata: Path, name: str) -> Tokenizer:
     return gguf_tokenizer(str(testdata / "vocab" / name))
 
 
-VECTOR_FILES = ["ggml-vocab-llama-spm.gguf", "ggml-vocab-gpt-2.gguf", "ggml-vocab-llama-bpe.gguf"]
+VECTOR_FILES = [
+    "ggml-vocab-llama-spm.gguf",
+    "ggml-vocab-gpt-2.gguf",
+    "ggml-vocab-llama-bpe.gguf",
+    "ggml-vocab-deepseek-coder.gguf",
+]
 
 
 @pytest.mark.parametrize("name", VECTOR_FILES)

@@ -43,7 +43,7 @@ class LLMEngine:
         self.cfg = cfg
         self.gguf = GGUFFile(cfg.model)
         self.model_cfg = model_config_from_gguf(self.gguf)
-        self.tokenizer = Tokenizer.from_gguf(self.gguf.metadata)
+        self.tokenizer = Tokenizer.from_gguf_file(self.gguf)
         self.chat_template = ChatTemplate.from_metadata(self.gguf.metadata, self.tokenizer)
         self.runner = ModelRunner(cfg, self.gguf, self.model_cfg)
         self.max_model_len = self.runner.max_model_len

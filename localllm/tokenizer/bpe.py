@@ -1,117 +1,23 @@
 """Byte-level BPE (GGUF `gpt2`) tokenizer: regex pre-tokenizer, then ranked merges per word.
 
-Pre-tokenization follows llama.cpp's `unicode_regex_split`: each regex of the preset splits
-every piece from the previous one, and the text between matches is kept as pieces too. Words
+Pre-tokenization follows llama.cpp's `unicode_regex_split` with the preset of the file's
+`tokenizer.ggml.pre` (the registry is `tokenizer.pre`). Words
 are mapped to GPT-2's printable byte alphabet and merged by the HF `tokenizers` BPE model
 (same algorithm as llama.cpp: lowest merge rank first, ties leftmost), which runs in Rust.
 """
 
 from __future__ import annotations
 
-import logging
-from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import lru_cache
 
-import regex
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import models as hf_models
 
 from localllm.errors import LocalLLMError
+from localllm.tokenizer.pre import PreTokenizer, pre_tokenizer
 from localllm.tokenizer.vocab import TokenType, Vocab
 
-log = logging.getLogger(__name__)
-
-_CONTRACTIONS = "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
-_GPT2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)"
-_GPT4_TAIL = r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
-
-
-@dataclass(frozen=True)
-class PreTokenizer:
-    """A llama.cpp pre-tokenizer preset: regexes applied in sequence, and merge options."""
-
-    patterns: tuple[str, ...]
-    ignore_merges: bool = False  # a word that is itself a vocab entry is not merged
-    add_bos: bool = False  # llama.cpp's default for this preset, before metadata overrides
-
-    def split(self, text: str) -> list[str]:
-        pieces = [text]
-        for pattern in _compiled(self.patterns):
-            out: list[str] = []
-            for piece in pieces:
-                pos = 0
-                for m in pattern.finditer(piece):
-                    start, end = m.span()
-                    if start > pos:
-                        out.append(piece[pos:start])
-                    if end > start:
-                        out.append(piece[start:end])
-                    pos = end
-                if pos < len(piece):
-                    out.append(piece[pos:])
-            pieces = out
-        return pieces
-
-
-@cache
-def _compiled(patterns: tuple[str, ...]) -> tuple[regex.Pattern[str], ...]:
-    return tuple(regex.compile(p) for p in patterns)
-
-
-_DEFAULT = PreTokenizer((r"[\p{P}\$\+<=>\^~\|]+", _GPT2, r"\p{N}+", "[0-9][0-9][0-9]"))
-_GPT2_PRE = PreTokenizer((_GPT2,))
-_LLAMA3 = PreTokenizer(
-    (_CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}" + _GPT4_TAIL,),
-    ignore_merges=True,
-    add_bos=True,
-)
-_QWEN2 = PreTokenizer((_CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}" + _GPT4_TAIL,))
-_STARCODER = PreTokenizer((r"\p{N}", _GPT2))
-_FALCON = PreTokenizer((r"[\p{P}\$\+<=>\^~\|`]+", _GPT2, "[0-9][0-9][0-9]"))
-
-# `tokenizer.ggml.pre` name -> preset (names as llama.cpp's llama_vocab::load accepts them)
-PRE_TOKENIZERS: dict[str, PreTokenizer] = {
-    "default": _DEFAULT,
-    **dict.fromkeys(
-        (
-            "gpt-2",
-            "phi-2",
-            "jina-es",
-            "jina-de",
-            "gigachat",
-            "jina-v2-es",
-            "jina-v2-de",
-            "mpt",
-            "olmo",
-            "jais",
-            "exaone4",
-            "mellum",
-        ),
-        _GPT2_PRE,
-    ),
-    **dict.fromkeys(
-        ("llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2"),
-        _LLAMA3,
-    ),
-    **dict.fromkeys(("dbrx", "smaug-bpe"), PreTokenizer(_LLAMA3.patterns)),
-    **dict.fromkeys(
-        ("qwen2", "deepseek-r1-qwen", "kormo", "megrez", "stablelm2", "hunyuan"), _QWEN2
-    ),
-    **dict.fromkeys(
-        ("starcoder", "refact", "command-r", "smollm", "codeshell", "exaone", "minerva-7b"),
-        _STARCODER,
-    ),
-    "falcon": _FALCON,
-}
-
-
-def pre_tokenizer(name: str | None) -> PreTokenizer:
-    if not name:
-        return _DEFAULT
-    if name not in PRE_TOKENIZERS:
-        log.warning("unknown tokenizer.ggml.pre %r, using the default pre-tokenizer", name)
-        return _DEFAULT
-    return PRE_TOKENIZERS[name]
+__all__ = ["BpeEngine", "PreTokenizer", "byte_alphabet", "pre_tokenizer"]
 
 
 @lru_cache(maxsize=1)

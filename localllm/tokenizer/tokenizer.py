@@ -21,9 +21,9 @@ from __future__ import annotations
 import codecs
 import json
 from collections.abc import Iterable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from localllm.errors import LocalLLMError, RequestError
+from localllm.errors import LocalLLMError, ModelLoadError, RequestError
 from localllm.tokenizer.bpe import BpeEngine, pre_tokenizer
 from localllm.tokenizer.spm import SpmEngine
 from localllm.tokenizer.vocab import (
@@ -35,6 +35,9 @@ from localllm.tokenizer.vocab import (
     Vocab,
     partition,
 )
+
+if TYPE_CHECKING:
+    from localllm.formats.gguf import GGUFFile
 
 
 class Engine(Protocol):
@@ -71,15 +74,16 @@ def _vocab_from_metadata(metadata: dict[str, Any], defaults: ModelDefaults | Non
     types = metadata.get("tokenizer.ggml.token_type") or [int(TokenType.NORMAL)] * n
     scores = metadata.get("tokenizer.ggml.scores") or [0.0] * n
     d = defaults or MODEL_DEFAULTS[model]
-    add_bos = d.add_bos
+    add_bos, bos_id = d.add_bos, d.bos_id
     if model == "gpt2":
-        add_bos = pre_tokenizer(metadata.get("tokenizer.ggml.pre")).add_bos
+        pre = pre_tokenizer(metadata.get("tokenizer.ggml.pre"))
+        add_bos, bos_id = pre.add_bos, bos_id if pre.default_bos else None
     vocab = Vocab(
         list(tokens),
         list(types),
         [float(s) for s in scores],
         model,
-        bos_id=d.bos_id,
+        bos_id=bos_id,
         eos_id=d.eos_id,
         unk_id=d.unk_id,
         add_bos=bool(metadata.get("tokenizer.ggml.add_bos_token", add_bos)),
@@ -113,6 +117,16 @@ class Tokenizer:
         """From GGUF metadata (`GGUFFile(path).metadata`); `defaults` replace llama.cpp's."""
         vocab = _vocab_from_metadata(metadata, defaults)
         return cls(vocab, ENGINES[vocab.model](vocab, metadata))
+
+    @classmethod
+    def from_gguf_file(cls, g: GGUFFile) -> Tokenizer:
+        """From an open GGUF file; a tokenizer we cannot build is a ModelLoadError naming it."""
+        try:
+            return cls.from_gguf(g.metadata)
+        except ModelLoadError:
+            raise
+        except LocalLLMError as e:
+            raise ModelLoadError(g.path, str(e)) from None
 
     @classmethod
     def from_hf_bpe_files(
