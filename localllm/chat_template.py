@@ -1,23 +1,22 @@
-"""Chat templates: the model file's Jinja template (sandboxed), or a built-in fallback.
+"""Chat templates: the model file's Jinja template, or a built-in fallback.
 
-Rendering matches Hugging Face `apply_chat_template`: an `ImmutableSandboxedEnvironment`
-with `trim_blocks` and `lstrip_blocks`, the `loopcontrols` extension, `raise_exception`,
-`strftime_now`, a `tojson` that does not HTML-escape, and `bos_token` / `eos_token`. Message
-content given as a list of text parts is joined into one string first. Any template failure
-(syntax, `raise_exception`, a sandbox violation) becomes a one-line `RequestError`.
+Rendering matches Hugging Face `apply_chat_template` (see `chat_sandbox`: the sandboxed
+environment, its helpers and its size limits) and runs in a helper process with a wall-clock
+bound (`chat_worker`), so a broken or hostile template costs one failed request, never a hung
+or crashed process. Nothing is compiled or rendered when a model loads: a plain completion
+never touches the template. Message content given as a list of text parts is joined into
+one string first. Any template failure (syntax, `raise_exception`, a sandbox violation, a
+limit) becomes a one-line `TemplateError`; callers that can go on without the model's
+template use `fallback()` (the CLI's `--chat` does, with a warning).
 """
 
 from __future__ import annotations
 
-import json
-from datetime import datetime
+from collections.abc import Callable
 from typing import Any
 
-import jinja2
-from jinja2 import nodes
-from jinja2.ext import Extension
-from jinja2.sandbox import ImmutableSandboxedEnvironment
-
+from localllm.chat_sandbox import RenderLimits, TemplateFailure
+from localllm.chat_worker import RenderPool, default_pool
 from localllm.errors import RequestError
 from localllm.tokenizer import Tokenizer
 
@@ -55,56 +54,12 @@ _CHATML = (
 FALLBACKS: dict[str, str] = {"llama-2": _LLAMA2, "llama-3": _LLAMA3, "chatml": _CHATML}
 
 
-class _TemplateRaised(Exception):
-    """What `raise_exception` raises inside a template."""
+class TemplateError(RequestError):
+    """The chat template cannot render this conversation (the model file's fault)."""
 
-
-def _raise_exception(message: str) -> None:
-    raise _TemplateRaised(str(message))
-
-
-def _strftime_now(fmt: str) -> str:
-    return datetime.now().strftime(fmt)
-
-
-def _tojson(
-    value: Any,
-    ensure_ascii: bool = False,
-    indent: int | None = None,
-    separators: tuple[str, str] | None = None,
-    sort_keys: bool = False,
-) -> str:
-    """HF's `tojson`: plain `json.dumps`, no HTML escaping, non-ASCII kept."""
-    return json.dumps(
-        value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
-    )
-
-
-class _GenerationTag(Extension):
-    """Accepts HF's `{% generation %}...{% endgeneration %}` marker and renders its body."""
-
-    tags = {"generation"}
-
-    def parse(self, parser: Any) -> list[nodes.Node]:
-        next(parser.stream)
-        return parser.parse_statements(("name:endgeneration",), drop_needle=True)
-
-
-def _environment() -> ImmutableSandboxedEnvironment:
-    env = ImmutableSandboxedEnvironment(
-        trim_blocks=True,
-        lstrip_blocks=True,
-        extensions=["jinja2.ext.loopcontrols", _GenerationTag],
-    )
-    env.filters["tojson"] = _tojson
-    env.globals["raise_exception"] = _raise_exception
-    env.globals["strftime_now"] = _strftime_now
-    return env
-
-
-def _one_line(e: BaseException) -> str:
-    text = " ".join(str(getattr(e, "message", None) or e).split())
-    return text or type(e).__name__
+    def __init__(self, message: str, raised: bool = False) -> None:
+        super().__init__(message, code="chat_template_error")
+        self.raised = raised  # the template called raise_exception (it refused the input)
 
 
 def _content_text(content: Any) -> str:
@@ -151,21 +106,26 @@ def fallback_name(tokenizer: Tokenizer) -> str:
 class ChatTemplate:
     """Renders a conversation to the prompt text the model was trained on."""
 
-    def __init__(self, source: str, tokenizer: Tokenizer, name: str) -> None:
+    def __init__(
+        self,
+        source: str,
+        tokenizer: Tokenizer,
+        name: str,
+        limits: RenderLimits | None = None,
+        pool: RenderPool | None = None,
+    ) -> None:
         self.name = name
         self.source = source
+        self.limits = limits or RenderLimits()
+        self._pool = pool
+        self._tokenizer = tokenizer
         self._bos = _special_text(tokenizer, tokenizer.bos_id)
         self._eos = _special_text(tokenizer, tokenizer.eos_id)
-        try:
-            self._template = _environment().from_string(source)
-        except jinja2.TemplateSyntaxError as e:
-            raise RequestError(
-                f"chat template {name!r} has a syntax error at line {e.lineno}: {_one_line(e)}"
-            ) from None
-        self.renders_bos: bool = self._probe_bos()
+        self._renders_bos: bool | None = None
 
     @classmethod
     def from_metadata(cls, metadata: dict[str, Any], tokenizer: Tokenizer) -> ChatTemplate:
+        """The file's template (not compiled yet), or the built-in one its vocabulary suits."""
         source = metadata.get(METADATA_KEY)
         if isinstance(source, str) and source.strip():
             return cls(source, tokenizer, "gguf")
@@ -180,6 +140,14 @@ class ChatTemplate:
             )
         return cls(FALLBACKS[name], tokenizer, name)
 
+    @property
+    def is_builtin(self) -> bool:
+        return self.name in FALLBACKS and self.source == FALLBACKS[self.name]
+
+    def fallback(self) -> ChatTemplate:
+        """The built-in template for this vocabulary, to use when this one fails."""
+        return ChatTemplate.builtin(fallback_name(self._tokenizer), self._tokenizer)
+
     def render(
         self, messages: list[dict[str, Any]], add_generation_prompt: bool = True, **kwargs: Any
     ) -> str:
@@ -187,24 +155,37 @@ class ChatTemplate:
         context = {"bos_token": self._bos, "eos_token": self._eos, "tools": None, **kwargs}
         context["messages"] = normalize_messages(messages)
         context["add_generation_prompt"] = add_generation_prompt
+        pool = self._pool or default_pool()
         try:
-            return self._template.render(**context)
-        except _TemplateRaised as e:
-            raise RequestError(f"chat template: {_one_line(e)}") from None
-        except (
-            jinja2.TemplateError,
-            TypeError,
-            ValueError,
-            KeyError,
-            IndexError,
-            AttributeError,
-        ) as e:
-            raise RequestError(
-                f"chat template {self.name!r} failed: {type(e).__name__}: {_one_line(e)}"
-            ) from None
+            return pool.render(self.source, context, self.limits)
+        except TemplateFailure as e:
+            if e.raised:
+                raise TemplateError(f"chat template: {e}", raised=True) from None
+            raise TemplateError(f"chat template {self.name!r} failed: {e}") from None
+
+    def render_or_fallback(
+        self, messages: list[dict[str, Any]], warn: Callable[[str], None]
+    ) -> tuple[str, ChatTemplate]:
+        """Render with this template or, if it fails (or the file has none), with the built-in
+        one, saying so through `warn`; returns the text and the template that made it."""
+        if self.is_builtin:
+            warn(f"the model has no chat template; using the built-in {self.name!r} template")
+            return self.render(messages), self
+        try:
+            return self.render(messages), self
+        except TemplateError as e:
+            other = self.fallback()
+            warn(f"{e}; using the built-in {other.name!r} template instead")
+            return other.render(messages), other
+
+    @property
+    def renders_bos(self) -> bool:
+        """Whether rendered prompts start with the BOS text (then the caller adds none)."""
+        if self._renders_bos is None:
+            self._renders_bos = self._probe_bos()
+        return self._renders_bos
 
     def _probe_bos(self) -> bool:
-        """Whether rendered prompts start with the BOS text (then the caller adds none)."""
         if not self._bos:
             return False
         probes = (
@@ -214,8 +195,9 @@ class ChatTemplate:
         for probe in probes:
             try:
                 return self.render(probe).startswith(self._bos)
-            except RequestError:
-                continue
+            except TemplateError as e:
+                if not e.raised:  # broken, not picky about the conversation: stop here
+                    return False
         return False
 
 

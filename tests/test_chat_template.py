@@ -194,8 +194,11 @@ def test_raise_exception_and_syntax_errors(qwen_tok: Tokenizer) -> None:
         RequestError, match="^chat template: Conversation roles must start with user$"
     ):
         ct.render(CHAT)
+    broken = ChatTemplate.from_metadata(
+        {"tokenizer.chat_template": "{% for m in messages %}"}, qwen_tok
+    )
     with pytest.raises(RequestError, match="syntax error") as err:
-        ChatTemplate.from_metadata({"tokenizer.chat_template": "{% for m in messages %}"}, qwen_tok)
+        broken.render(CHAT)
     assert "\n" not in str(err.value)
 
 

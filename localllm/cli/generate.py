@@ -46,8 +46,10 @@ def run(args: argparse.Namespace) -> int:
     if args.chat:
         msgs = [{"role": "system", "content": args.system}] if args.system else []
         msgs.append({"role": "user", "content": args.prompt})
-        text = engine.chat_template.render(msgs, add_generation_prompt=True)
-        ids = engine.tokenizer.encode(text, add_special=not engine.chat_template.renders_bos)
+        text, template = engine.chat_template.render_or_fallback(
+            msgs, warn=lambda m: print(f"localllm: warning: {args.model}: {m}", file=sys.stderr)
+        )
+        ids = engine.tokenizer.encode(text, add_special=not template.renders_bos)
     else:
         ids = engine.encode_prompt(args.prompt)
     params = SamplingParams(
