@@ -8,6 +8,7 @@ kind of damage a writer cannot produce.
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Callable
 from pathlib import Path
@@ -23,8 +24,18 @@ KV = tuple[Any, GGUFValueType, GGUFValueType | None]
 TensorEdit = Callable[[str, np.ndarray, Q], tuple[np.ndarray, Q] | None]
 
 
+def _reader(path: Path) -> GGUFReader:
+    st = path.stat()
+    return _cached_reader(str(path), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=4)
+def _cached_reader(path: str, mtime_ns: int, size: int) -> GGUFReader:
+    return GGUFReader(path)
+
+
 def read_kv(src: Path) -> dict[str, KV]:
-    r = GGUFReader(src)
+    r = _reader(src)
     out: dict[str, KV] = {}
     for key, f in r.fields.items():
         if key.startswith("GGUF."):
@@ -54,7 +65,7 @@ def rewrite(
     w = GGUFWriter(dst, str(arch))
     for key, (value, vtype, sub) in fields.items():
         w.add_key_value(key, value, vtype, sub)
-    for t in GGUFReader(src).tensors:
+    for t in _reader(src).tensors:
         item: tuple[np.ndarray, Q] | None = (np.array(t.data), Q(t.tensor_type))
         if tensors is not None:
             item = tensors(t.name, item[0], item[1])
@@ -72,7 +83,7 @@ def rewrite(
 def tensor_info_offsets(path: Path) -> dict[str, int]:
     """Byte offset of each tensor info's n_dims field (name, n_dims, dims, type, offset)."""
     data = path.read_bytes()
-    r = GGUFReader(path)
+    r = _reader(path)
     out: dict[str, int] = {}
     pos = 0
     for t in r.tensors:
