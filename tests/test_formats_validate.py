@@ -153,7 +153,7 @@ def test_invalid_file_refused_by_the_cli_process(case: str, mutants: dict[str, P
 
 
 def test_library_api_refuses(mutants: dict[str, Path]) -> None:
-    from localllm.engine import LLMEngine
+    from localllm.engine.engine import LLMEngine
 
     with pytest.raises(ModelLoadError, match="overlaps"):
         LLMEngine(EngineConfig(model=str(mutants["overlap"]), device="cpu"))
