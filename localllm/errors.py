@@ -16,6 +16,10 @@ class ModelLoadError(LocalLLMError):
         self.reason = reason
 
 
+class HubError(LocalLLMError):
+    """A model reference cannot be resolved, downloaded or removed (network, Hub, cache)."""
+
+
 class RequestError(LocalLLMError):
     """A request cannot be served (bad parameters, prompt too long ...)."""
 

@@ -310,7 +310,7 @@ async def test_picker_without_models_explains(tmp_path, monkeypatch):
     app = ChatApp(options(tmp_path))
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.screen.query("#no-models"))
-        assert "huggingface-cli download" in str(app.screen.query_one("#no-models").render())
+        assert "localllm pull" in str(app.screen.query_one("#no-models").render())
         await pilot.press("escape")
         await pilot.pause()
     assert app.return_code == 0

@@ -2,7 +2,8 @@
 
 Module map: app (ChatApp, ChatOptions), actions (what the keys do), backend (LocalBackend over
 AsyncEngine), remote (RemoteBackend over the openai client), context (fitting history into
-the context window), store (SQLite conversations), export (Markdown), discovery (GGUF files on
-disk), keys (every key), screens/conversations (dialogs), widgets, status, serve (--serve).
-Nothing is imported here so that `import localllm.tui.discovery` stays light.
+the context window), store (SQLite conversations), export (Markdown), keys (every key),
+screens/conversations (dialogs), widgets, status, serve (--serve). The model picker lists
+what `localllm.hub.discovery` finds on disk. Nothing is imported here, so importing one
+module stays light.
 """

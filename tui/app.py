@@ -16,9 +16,9 @@ from textual.containers import VerticalScroll
 from textual.widgets import Footer, Header, Static
 
 from localllm.errors import LocalLLMError
+from localllm.hub.discovery import FoundModel, discover
 from localllm.tui.actions import ChatActions
 from localllm.tui.backend import Backend, ChatSettings, LocalBackend
-from localllm.tui.discovery import FoundModel, discover
 from localllm.tui.keys import MAIN_KEYS
 from localllm.tui.remote import RemoteBackend
 from localllm.tui.screens import ModelPickerScreen

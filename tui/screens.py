@@ -11,8 +11,8 @@ from textual.widgets import Input, Label, Markdown, OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 
 from localllm.errors import LocalLLMError
+from localllm.hub.discovery import HOW_TO_GET_A_MODEL, FoundModel, format_size
 from localllm.tui.backend import ChatSettings
-from localllm.tui.discovery import HOW_TO_GET_A_MODEL, FoundModel, format_size
 from localllm.tui.keys import PICKER_KEYS, SETTINGS_KEYS, Key, help_markdown
 
 

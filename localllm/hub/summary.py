@@ -1,0 +1,60 @@
+"""One line about a model for `localllm list`: architecture, quantization, size, context.
+
+Read from the GGUF header (metadata only; the tensors stay memory-mapped and untouched) or
+from a Hugging Face folder's `config.json`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from gguf import LlamaFileType
+
+from localllm.errors import LocalLLMError
+from localllm.formats.gguf import GGUFFile
+from localllm.hub import hf_folder
+
+
+@dataclass(frozen=True)
+class ModelSummary:
+    arch: str  # GGUF general.architecture, or the HF `architectures[0]`
+    quant: str  # "Q4_K_M", "AWQ-4bit", "BF16" ...
+    context: int | None  # trained context length in tokens
+    error: str = ""  # why the rest is unknown ("" when read)
+
+
+def gguf_quant(g: GGUFFile) -> str:
+    """general.file_type as llama.cpp names it, else the type holding most weight bytes."""
+    ft = g.get("general.file_type")
+    if isinstance(ft, int):
+        try:
+            return LlamaFileType(ft).name.removeprefix("MOSTLY_").removeprefix("ALL_")
+        except ValueError:
+            pass
+    by_bytes: Counter[str] = Counter()
+    for t in g.tensors.values():
+        if len(t.shape) >= 2:
+            by_bytes[t.qname] += t.nbytes
+    return by_bytes.most_common(1)[0][0] if by_bytes else "?"
+
+
+def gguf_context(g: GGUFFile) -> int | None:
+    arch = g.get("general.architecture")
+    v = g.get(f"{arch}.context_length")
+    return int(v) if isinstance(v, int) else None
+
+
+def summarize(path: Path) -> ModelSummary:
+    """The summary of a .gguf file or an HF folder; unreadable ones say why in `error`."""
+    try:
+        if path.is_dir():
+            cfg = hf_folder.read_config(path)
+            return ModelSummary(
+                hf_folder.arch_name(cfg), hf_folder.quant_name(cfg), hf_folder.context_length(cfg)
+            )
+        g = GGUFFile(path, check_types=False)
+        return ModelSummary(str(g.get("general.architecture", "?")), gguf_quant(g), gguf_context(g))
+    except LocalLLMError as e:
+        return ModelSummary("?", "?", None, error=str(e))
