@@ -7,11 +7,12 @@ import logging
 import sys
 
 from localllm import __version__
-from localllm.cli import bench, chat, generate, serve
+from localllm.cli import bench, chat, generate, info, pull, rm, serve
+from localllm.cli import list as list_
 from localllm.cli.args import HelpFormatter
 
 # subcommand modules; each defines add_parser(subparsers), which sets `func`
-SUBCOMMANDS = (generate, serve, chat, bench)
+SUBCOMMANDS = (generate, serve, chat, bench, pull, list_, rm, info)
 
 
 def build_parser() -> argparse.ArgumentParser:
