@@ -101,7 +101,13 @@ def option(
 class EngineConfig:
     """User knobs shared by chat, serve, bench and generate (one field = one CLI option)."""
 
-    model: str = option(MISSING, "--model", "path to a .gguf model file", short="-m")
+    model: str = option(
+        MISSING,
+        "--model",
+        "a .gguf file or model folder, a NAME from `localllm list`, or a Hugging Face "
+        "owner/repo[:QUANT] or owner/repo/FILE.gguf (pulled on first use)",
+        short="-m",
+    )
     device: str = option("auto", "--device", "auto | cpu | cuda | cuda:N")
     backend: str = option(
         "auto",

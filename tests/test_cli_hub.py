@@ -107,7 +107,7 @@ def test_pull_list_info_rm(env, run, tmp_path, stories_path):
     assert listed["size"] == stories_path.stat().st_size and listed["context"] == 2048
 
     for ref in (f"{REPO}/stories-Q8_0.gguf", f"{REPO}:Q8_0", "stories-Q8_0"):
-        r = run("info", ref, "--ctx", "100")
+        r = run("info", ref, "--max-model-len", "100")
         assert r.returncode == 0, r.stderr
         assert "memory for a 100-token context" in r.stdout
         assert "  KV fp16       640 B/token" in r.stdout  # 5 layers x K,V x 4 heads x 8 x 2 B
@@ -140,3 +140,37 @@ def test_errors_are_one_line(env, run, tmp_path, monkeypatch):
     folder = tmp_path / "home/.cache/localllm/models/me/stories-GGUF"
     assert f"cannot reach the Hugging Face Hub at {closed}" in line
     assert f"download stories-Q8_0.gguf from https://huggingface.co/{REPO} into {folder}/" in line
+
+
+def test_generate_pulls_a_hub_reference_on_first_use(env, run, tmp_path, testdata):
+    gold = json.loads((testdata / "golden" / "stories260K_greedy.json").read_text())
+    args = ("generate", "--model", f"hf.co/{REPO}:Q8_0", "--prompt", "", "--max-tokens", "12")
+    r = cli(env, *args, "--temperature", "0")
+    assert r.returncode == 0, r.stderr
+    assert gold["text"].strip().startswith(r.stdout.strip()) and len(r.stdout.strip()) > 20
+    assert "generated 12 tokens" in r.stderr.strip().splitlines()[-1]
+    assert (tmp_path / "hf/hub/models--me--stories-GGUF/refs/main").exists()
+    r = run("generate", "--model", "me/missing:Q4_K_M", "--prompt", "x")
+    assert one_line_error(r).endswith(
+        "me/missing: no such model repository on "
+        + env["HF_ENDPOINT"]
+        + " (a private one needs `hf auth login` or HF_TOKEN)"
+    )
+
+
+def test_serve_names_the_model_by_file_and_by_reference(stories_path):
+    import argparse
+
+    from localllm.cli.serve import settings_from_args
+
+    args = argparse.Namespace(
+        model=str(stories_path),
+        model_reference=f"{REPO}:Q8_0",
+        served_model_name=None,
+        api_key=None,
+        cors_origin=[],
+        max_n=16,
+    )
+    s = settings_from_args(args)
+    assert s.model_name == "stories260K"
+    assert set(s.aliases) == {"stories260K.gguf", f"{REPO}:Q8_0"}

@@ -55,12 +55,23 @@ def _add(g: argparse._ArgumentGroup, f: dataclasses.Field, model_required: bool)
     g.add_argument(*names, default=f.default if f.name != "model" else None, **kw)
 
 
-def add_engine_args(p: argparse.ArgumentParser, model_required: bool = True) -> None:
-    """One option per EngineConfig field that has a flag; args.<field> holds its value."""
+def add_engine_args(
+    p: argparse.ArgumentParser, model_required: bool = True, only: tuple[str, ...] = ()
+) -> None:
+    """One option per EngineConfig field that has a flag (or just the fields named in
+    `only`); args.<field> holds its value."""
     g = p.add_argument_group("engine")
     for f in dataclasses.fields(EngineConfig):
-        if f.metadata.get("flag"):
+        if f.metadata.get("flag") and (not only or f.name in only):
             _add(g, f, model_required)
+
+
+def model_path(ref: str, models_dirs: tuple[str, ...] = ()) -> str:
+    """--model as a local path: a path, a `localllm list` name or owner/repo[:QUANT]
+    (pulled on first use, with huggingface_hub's progress bars on stderr)."""
+    from localllm.hub.resolve import resolve_model
+
+    return str(resolve_model(ref, models_dirs=models_dirs))
 
 
 def engine_config(args: argparse.Namespace, **overrides: object) -> EngineConfig:
@@ -72,6 +83,8 @@ def engine_config(args: argparse.Namespace, **overrides: object) -> EngineConfig
         if f.metadata.get("flag") and hasattr(args, f.name)
     }
     kw.update(overrides)
+    if kw.get("model"):
+        kw["model"] = model_path(str(kw["model"]))
     try:
         return EngineConfig(**kw)
     except ValueError as e:

@@ -6,7 +6,7 @@ import argparse
 import functools
 from pathlib import Path
 
-from localllm.cli.args import HelpFormatter, add_engine_args, engine_config
+from localllm.cli.args import HelpFormatter, add_engine_args, engine_config, model_path
 from localllm.sampling_defaults import CHAT
 
 
@@ -82,8 +82,10 @@ def run(args: argparse.Namespace) -> int:
         raise LocalLLMError("use either --model (in-process) or --url (remote server), not both")
     if args.serve and args.url:
         raise LocalLLMError("--serve shares an in-process engine; it does not work with --url")
+    # a Hub reference is pulled here, before the terminal UI takes the screen
+    model = model_path(args.model, tuple(args.models_dir)) if args.model else None
     opts = ChatOptions(
-        model=args.model,
+        model=model,
         url=args.url,
         remote_model=args.remote_model,
         api_key=args.api_key,

@@ -6,7 +6,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+from pathlib import Path
 from typing import Any
+
+from localllm.cli.args import HelpFormatter, add_engine_args, engine_config
 
 _KV_NOTES = {"fp8": "RTX 40xx / sm_89+"}
 
@@ -17,21 +20,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="show a model's metadata, tensor types and the memory it needs",
         description="MODEL is a path, a NAME from `localllm list`, or owner/repo[:QUANT] "
         "(pulled first when it is not here).",
+        formatter_class=HelpFormatter,
     )
     p.add_argument("model", metavar="MODEL", help="the model to describe")
-    p.add_argument(
-        "--max-model-len",
-        "--ctx",
-        type=int,
-        default=None,
-        help="context length for the KV cache figures (default: the model's)",
-    )
-    p.add_argument(
-        "--gpu-memory-utilization",
-        type=float,
-        default=None,
-        help="fraction of GPU memory the engine may use (default: the engine's)",
-    )
+    # the engine's own options: the KV figures are for the pool these settings give
+    add_engine_args(p, only=("max_model_len", "block_size", "gpu_memory_utilization"))
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.set_defaults(func=run)
 
@@ -135,11 +128,12 @@ def as_json(report: Any) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from localllm.hub.info import model_report
-    from localllm.hub.memory import current_gpu, engine_default
-    from localllm.hub.resolve import resolve_model
+    from localllm.hub.memory import current_gpu
 
-    path = resolve_model(args.model)
-    util = args.gpu_memory_utilization or engine_default("gpu_memory_utilization")
-    report = model_report(path, context=args.max_model_len, gpu=current_gpu(util))
+    cfg = engine_config(args, model=args.model)  # resolves MODEL, checks the options
+    util = cfg.gpu_memory_utilization
+    report = model_report(
+        Path(cfg.model), context=cfg.max_model_len, block_size=cfg.block_size, gpu=current_gpu(util)
+    )
     print(as_json(report) if args.json else render(report, util))
     return 0

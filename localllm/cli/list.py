@@ -8,11 +8,14 @@ import json
 import sys
 from typing import Any
 
+from localllm.cli.args import HelpFormatter
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "list",
         aliases=["ls"],
+        formatter_class=HelpFormatter,
         help="list the models on this machine (HF cache, LM Studio, llama.cpp, Ollama, ours)",
         description="List pulled and discovered models. Any NAME shown is accepted by --model.",
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from localllm.cli.args import HelpFormatter
 from localllm.errors import LocalLLMError
 
 REFERENCE_HELP = "owner/repo (its Q4_K_M GGUF, its only GGUF, or its safetensors folder), "
@@ -13,6 +14,7 @@ REFERENCE_HELP += "owner/repo:QUANT (any case, e.g. :q8_0) or owner/repo/FILE.gg
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "pull",
+        formatter_class=HelpFormatter,
         help="download a model from the Hugging Face Hub",
         description="Download into the Hugging Face cache (resumable, checked against the "
         "Hub's sha256), where huggingface_hub, llama.cpp users' scripts and `localllm list` "

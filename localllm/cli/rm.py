@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
+from localllm.cli.args import HelpFormatter
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "rm",
+        formatter_class=HelpFormatter,
         help="delete a pulled model",
         description="Delete a model from the Hugging Face cache or ~/.cache/localllm/models. "
         "Models of Ollama, LM Studio and llama.cpp are left to those tools.",

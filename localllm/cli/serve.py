@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from localllm.cli.args import HelpFormatter, add_engine_args, engine_config
+from localllm.cli.args import HelpFormatter, add_engine_args, engine_config, model_path
 
 if TYPE_CHECKING:
     from localllm.server.settings import ServerSettings
@@ -57,7 +57,8 @@ def settings_from_args(args: argparse.Namespace) -> ServerSettings:
 
     path = Path(args.model)
     name = args.served_model_name or path.stem
-    aliases = tuple(a for a in (path.name, path.stem) if a != name)
+    typed = getattr(args, "model_reference", args.model)  # owner/repo:QUANT as given
+    aliases = tuple(dict.fromkeys(a for a in (path.name, path.stem, typed) if a != name))
     return ServerSettings(name, aliases, args.api_key, tuple(args.cors_origin), max_n=args.max_n)
 
 
@@ -68,6 +69,8 @@ def run(args: argparse.Namespace) -> int:
     from localllm.errors import LocalLLMError
     from localllm.server import create_app
 
+    args = argparse.Namespace(**vars(args), model_reference=args.model)
+    args.model = model_path(args.model)  # pulled now, before the server starts
     settings = settings_from_args(args)
     cfg = engine_config(args)
     if not Path(cfg.model).is_file():

@@ -10,7 +10,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from localllm.config import EngineConfig, ModelConfig
-from localllm.kv_cache import bytes_per_block
+from localllm.engine.kv_cache import bytes_per_block
 
 INFO_KV_DTYPES = ("fp16", "int8", "fp8")  # the GPU pool's choices (fp8: sm_89+)
 
