@@ -30,12 +30,14 @@ def test_every_option_shows_its_default(cmd, capsys):
     assert "--speculative-tokens" not in text
 
 
-def test_defaults_are_the_dataclass_defaults_and_flags_reach_the_config():
-    args = build_parser().parse_args(["generate", "-m", "x.gguf", "-p", ""])
+def test_defaults_are_the_dataclass_defaults_and_flags_reach_the_config(tmp_path):
+    model = tmp_path / "x.gguf"  # engine_config resolves --model: an existing path stays as is
+    model.write_bytes(b"GGUF")
+    args = build_parser().parse_args(["generate", "-m", str(model), "-p", ""])
     cfg = engine_config(args)
-    assert cfg == EngineConfig(model="x.gguf")
+    assert cfg == EngineConfig(model=str(model))
     args = build_parser().parse_args(
-        ["generate", "-m", "x.gguf", "-p", "", "--block-size", "32", "--no-prefix-caching"]
+        ["generate", "-m", str(model), "-p", "", "--block-size", "32", "--no-prefix-caching"]
         + ["--fp16-gemv", "--no-cuda-graphs", "--kv-dtype", "int8", "--decode-prefill-chunk", "0"]
     )
     cfg = engine_config(args, max_num_seqs=1)

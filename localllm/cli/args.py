@@ -75,17 +75,17 @@ def model_path(ref: str, models_dirs: tuple[str, ...] = ()) -> str:
 
 
 def engine_config(args: argparse.Namespace, **overrides: object) -> EngineConfig:
-    """The EngineConfig of parsed engine options (plus overrides); a bad value is a one-line
-    error."""
+    """The EngineConfig of parsed engine options (plus overrides), its model resolved to a
+    local path; a bad value is a one-line error."""
     kw = {
         f.name: getattr(args, f.name)
         for f in dataclasses.fields(EngineConfig)
         if f.metadata.get("flag") and hasattr(args, f.name)
     }
     kw.update(overrides)
-    if kw.get("model"):
-        kw["model"] = model_path(str(kw["model"]))
     try:
-        return EngineConfig(**kw)
+        cfg = EngineConfig(**kw)
     except ValueError as e:
         raise LocalLLMError(str(e)) from None
+    # the options are checked first; then --model becomes a local path (maybe pulled now)
+    return dataclasses.replace(cfg, model=model_path(cfg.model))
