@@ -1,58 +1,20 @@
-"""The one dispatch point between torch references and Triton kernels.
+"""The one dispatch point between the torch references and the Triton kernels.
 
-Each kernel module registers its implementations by op name and backend:
-
-    @register("rms_norm", "reference")
-    def rms_norm_ref(x, weight, eps): ...
-
-    @register("rms_norm", "triton")
-    def rms_norm_triton(x, weight, eps): ...
-
-`Ops("triton").rms_norm(...)` then calls the Triton version. Triton modules are only imported
-when Triton is importable, so the reference backend works on a machine without it.
+`Ops("triton").rms_norm(...)` calls the Triton version, `Ops("reference")` the pure-torch one;
+both backends are an `OpSet` (`ops.py`: one typed signature per op) built from explicit
+imports below, so a missing or mistyped op is an error at import (and for mypy), never a
+silent fallback. The Triton modules are imported only when `triton` imports, so the reference
+backend works on a machine without it.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
-from typing import Any
+from dataclasses import fields
+
+from localllm.kernels.ops import OpSet
 
 BACKENDS = ("reference", "triton")
-
-# modules that register ops; the triton ones are imported only when triton imports
-_REFERENCE_MODULES = (
-    "localllm.kernels.norm",
-    "localllm.kernels.activation",
-    "localllm.kernels.rope_kv",
-    "localllm.kernels.attention",
-    "localllm.kernels.qlinear",
-    "localllm.kernels.argmax",
-    "localllm.kernels.qkv_rope",
-)
-_TRITON_MODULES = (
-    "localllm.kernels.norm_triton",
-    "localllm.kernels.activation_triton",
-    "localllm.kernels.rope_kv_triton",
-    "localllm.kernels.attention_triton",
-    "localllm.kernels.qlinear_triton",
-    "localllm.kernels.argmax_triton",
-    "localllm.kernels.qkv_rope_triton",
-)
-
-_IMPLS: dict[str, dict[str, Callable[..., Any]]] = {}
-_loaded: set[str] = set()
-
-
-def register(op: str, backend: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}")
-
-    def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
-        _IMPLS.setdefault(op, {})[backend] = fn
-        return fn
-
-    return deco
 
 
 def triton_available() -> bool:
@@ -63,54 +25,64 @@ def triton_available() -> bool:
     return True
 
 
-def _load(backend: str) -> None:
-    if backend in _loaded:
-        return
-    mods = _REFERENCE_MODULES if backend == "reference" else _TRITON_MODULES
-    for name in mods:
-        try:
-            importlib.import_module(name)
-        except ModuleNotFoundError as e:
-            # a module not written yet is fine; a missing dependency inside one is not
-            if e.name != name:
-                raise
-    _loaded.add(backend)
+def reference_ops() -> OpSet:
+    from localllm.kernels.attention import paged
+    from localllm.kernels.fused import activation, argmax, norm, qkv_rope, quant_act, rope_kv
+    from localllm.kernels.linear import qlinear
+
+    return OpSet(
+        rms_norm=norm.rms_norm,
+        add_rms_norm=norm.add_rms_norm,
+        silu_mul=activation.silu_mul,
+        rope_store_kv=rope_kv.rope_store_kv,
+        paged_attention=paged.paged_attention,
+        qlinear=qlinear.qlinear_ref,
+        qkv_rope_store=qkv_rope.qkv_rope_store,
+        argmax=argmax.argmax_ref,
+        quant_act=quant_act.quant_act_ref,
+    )
 
 
-def get(op: str, backend: str) -> Callable[..., Any]:
-    _load("reference")
-    if backend == "triton":
-        if not triton_available():
-            raise RuntimeError("the triton backend needs the `triton` package")
-        _load("triton")
-    impls = _IMPLS.get(op, {})
-    if backend in impls:
-        return impls[backend]
-    if "reference" in impls:  # ops without a Triton version run their reference everywhere
-        return impls["reference"]
-    raise KeyError(f"no implementation of op {op!r}")
+def triton_ops() -> OpSet:
+    if not triton_available():
+        raise RuntimeError("the triton backend needs the `triton` package")
+    from localllm.kernels.attention import paged_triton
+    from localllm.kernels.fused import (
+        activation_triton,
+        argmax_triton,
+        norm_triton,
+        qkv_rope_triton,
+        quant_act_triton,
+        rope_kv_triton,
+    )
+    from localllm.kernels.linear import qlinear_triton
+
+    return OpSet(
+        rms_norm=norm_triton.rms_norm,
+        add_rms_norm=norm_triton.add_rms_norm,
+        silu_mul=activation_triton.silu_mul,
+        rope_store_kv=rope_kv_triton.rope_store_kv,
+        paged_attention=paged_triton.paged_attention,
+        qlinear=qlinear_triton.qlinear_triton,
+        qkv_rope_store=qkv_rope_triton.qkv_rope_store,
+        argmax=argmax_triton.argmax_triton,
+        quant_act=quant_act_triton.quant_act_triton,
+    )
 
 
-def has(op: str, backend: str) -> bool:
-    _load("reference")
-    if backend == "triton" and triton_available():
-        _load("triton")
-    return backend in _IMPLS.get(op, {})
+_BUILDERS: dict[str, Callable[[], OpSet]] = {"reference": reference_ops, "triton": triton_ops}
 
 
-class Ops:
-    """Attribute access to one backend's ops: `Ops("triton").paged_attention(...)`."""
+class Ops(OpSet):
+    """One backend's ops by attribute: `Ops("triton").paged_attention(...)`."""
+
+    backend: str
 
     def __init__(self, backend: str) -> None:
-        if backend not in BACKENDS:
+        build = _BUILDERS.get(backend)
+        if build is None:
             raise ValueError(f"unknown backend {backend!r}")
-        self.backend = backend
-        self._cache: dict[str, Callable[..., Any]] = {}
-
-    def __getattr__(self, op: str) -> Callable[..., Any]:
-        if op.startswith("_"):
-            raise AttributeError(op)
-        fn = self._cache.get(op)
-        if fn is None:
-            fn = self._cache[op] = get(op, self.backend)
-        return fn
+        impl = build()
+        for f in fields(OpSet):
+            object.__setattr__(self, f.name, getattr(impl, f.name))
+        object.__setattr__(self, "backend", backend)

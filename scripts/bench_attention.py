@@ -13,7 +13,7 @@ import argparse
 import torch
 import triton.testing
 
-from localllm.kernels.attention_triton import run_paged_attention
+from localllm.kernels.attention.paged_triton import run_paged_attention
 from localllm.kernels.registry import Ops
 
 KV_DTYPES = {"fp16": torch.float16, "int8": torch.int8, "fp8": torch.float8_e4m3fn}

@@ -21,8 +21,8 @@ from triton.testing import do_bench
 
 from localllm.formats.gguf import RawTensor
 from localllm.formats.quants import LAYOUTS
-from localllm.kernels.qlinear import QuantWeight, pack_weight
-from localllm.kernels.qlinear_triton import (
+from localllm.kernels.linear.qlinear import QuantWeight, pack_weight
+from localllm.kernels.linear.qlinear_triton import (
     MODE_DOT,
     MODE_STORE,
     MODE_VEC,

@@ -1,4 +1,4 @@
-"""Time the fused dequant-GEMM (`kernels/qlinear_mm_triton.py`) on the 8B model's shapes with
+"""Time the fused dequant-GEMM (`kernels/linear/qmm_triton.py`) on the 8B model's shapes with
 weights read from memory (enough copies to overflow L2), at the heuristic config and a few
 others; optionally next to another version of the module (`--old path/to/module.py`).
 
@@ -21,8 +21,9 @@ from triton.testing import do_bench_cudagraph
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_qlinear import PEAK_BW, random_weight  # noqa: E402
 
-from localllm.kernels import qlinear_mm_triton as mm  # noqa: E402
-from localllm.kernels.qlinear_triton import qlinear_triton  # noqa: E402
+from localllm.kernels.linear import qmm_triton as mm  # noqa: E402
+from localllm.kernels.linear.qlinear_triton import qlinear_triton  # noqa: E402
+from localllm.kernels.quant import kernel_facts  # noqa: E402
 
 SHAPES = {"q4_k": [(6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336)],
           "q6_k": [(4096, 14336), (1024, 4096), (128256, 4096)],
@@ -32,7 +33,7 @@ SHAPES = {"q4_k": [(6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336)],
 def cold_copies(fmt: str, n: int, k: int):
     w = random_weight(fmt, n, k)
     reps = max(1, int(256e6 // w.nbytes))
-    planes = [w.tensors[p] for p in mm.PLANES[fmt]]
+    planes = [w.tensors[p] for p in kernel_facts(fmt).planes]
     return w, [[p.clone() for p in planes] for _ in range(reps)]
 
 

@@ -11,7 +11,7 @@ import torch
 import triton.testing
 from bench_attention import paged_inputs  # scripts/ is the working directory
 
-from localllm.kernels.attention_triton import plan_launch, run_paged_attention
+from localllm.kernels.attention.paged_triton import plan_launch, run_paged_attention
 
 WINDOW = 4352
 

@@ -15,7 +15,7 @@ from triton.testing import do_bench
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_qlinear import random_weight  # noqa: E402
 
-from localllm.kernels.qlinear_triton import (  # noqa: E402
+from localllm.kernels.linear.qlinear_triton import (  # noqa: E402
     MODE_DOT,
     MODE_STORE,
     QLinearConfig,

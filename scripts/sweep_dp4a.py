@@ -1,4 +1,4 @@
-"""Sweep the int8-activation dp4a GEMV (`kernels/qlinear_dp4a_triton.py`) on the 7-8B decode
+"""Sweep the int8-activation dp4a GEMV (`kernels/linear/dp4a_triton.py`) on the 7-8B decode
 shapes, next to the packed-fp16 GEMV it replaces, with CUDA-graph timing.
 
 Prints one line per shape: fp16 GEMV us, activation quantization us, dp4a with the heuristic
@@ -22,9 +22,10 @@ from triton.testing import do_bench_cudagraph
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_qlinear import PEAK_BW, random_weight  # noqa: E402
 
-from localllm.kernels import qlinear_dp4a_triton as dp  # noqa: E402
-from localllm.kernels.qlinear_triton import pick_config, qlinear_launch  # noqa: E402
-from localllm.kernels.quant_act_triton import quant_act_triton  # noqa: E402
+from localllm.kernels.linear import dp4a_triton as dp  # noqa: E402
+from localllm.kernels.linear.qlinear_triton import pick_config, qlinear_launch  # noqa: E402
+from localllm.kernels.fused.quant_act_triton import quant_act_triton  # noqa: E402
+from localllm.kernels.quant import kernel_facts  # noqa: E402
 
 # (fmt, N, K): llama3-8b-q4_k_m's q+k, v, o, gate+up, down (both formats), lm head; llama2's
 SHAPES = [
@@ -62,13 +63,13 @@ def main() -> None:
             break
         w = random_weight(fmt, n, k)
         copies = max(1, -(-120 * 2**20 // w.nbytes)) if a.cold else 1
-        sets = [[w.tensors[p].clone() for p in dp.PLANES[fmt]] for _ in range(copies)]
+        sets = [[w.tensors[p].clone() for p in kernel_facts(fmt).planes] for _ in range(copies)]
         planes = sets[0]
         x = torch.randn(1, k, device="cuda").half()
         fp16 = bench(
             lambda: qlinear_launch(x, w, None, pick_config(fmt, n, k, 1, x.device))
         )  # warm L2
-        layout = dp.ACT_LAYOUT[fmt]
+        layout = kernel_facts(fmt).act_layout
         qact = bench(lambda: quant_act_triton(x, layout))
         xq, xs = quant_act_triton(x, layout)
         ref = qlinear_launch(x, w, None, pick_config(fmt, n, k, 1, x.device)).float()

@@ -1,4 +1,4 @@
-"""Sweep the fused dequant-GEMM (`kernels/qlinear_mm_triton.py`) on 7-8B shapes for 2..256
+"""Sweep the fused dequant-GEMM (`kernels/linear/qmm_triton.py`) on 7-8B shapes for 2..256
 rows, next to the current `qlinear_triton` choice and dequantize + cuBLAS.
 
 Prints one line per point (best config, us, % of 4.1 TB/s for the packed weight bytes) and
@@ -21,8 +21,9 @@ from triton.testing import do_bench_cudagraph
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_qlinear import PEAK_BW, random_weight  # noqa: E402
 
-from localllm.kernels.qlinear_mm_triton import PLANES, MMConfig, mm_config, qmm_launch  # noqa: E402
-from localllm.kernels.qlinear_triton import dequantize_triton, qlinear_triton  # noqa: E402
+from localllm.kernels.linear.qmm_triton import MMConfig, mm_config, qmm_launch  # noqa: E402
+from localllm.kernels.linear.qlinear_triton import dequantize_triton, qlinear_triton  # noqa: E402
+from localllm.kernels.quant import kernel_facts  # noqa: E402
 
 
 def bench(fn) -> float:
@@ -63,7 +64,7 @@ def main() -> None:
     for fmt in a.fmts.split(","):
         for n, k in SHAPES:
             w = random_weight(fmt, n, k)
-            planes = [w.tensors[p] for p in PLANES[fmt]]
+            planes = [w.tensors[p] for p in kernel_facts(fmt).planes]
             for t in map(int, a.ts.split(",")):
                 if time.time() - start > a.budget:
                     print("budget spent")

@@ -13,9 +13,9 @@ import torch
 import triton
 from triton.testing import do_bench_cudagraph
 
-from localllm.kernels.activation_triton import _silu_mul_kernel
-from localllm.kernels.norm_triton import _rms_norm_kernel
-from localllm.kernels.quant_act_triton import act_buffers
+from localllm.kernels.fused.activation_triton import _silu_mul_kernel
+from localllm.kernels.fused.norm_triton import _rms_norm_kernel
+from localllm.kernels.fused.quant_act_triton import act_buffers
 
 
 def bench(fn) -> float:

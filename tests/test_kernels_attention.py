@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from localllm.kernels.registry import Ops, triton_available
-from localllm.kernels.rope_kv import dequantize_kv, is_quantized, quantize_kv
+from localllm.kernels.attention.kv_dtypes import dequantize_kv, is_quantized, quantize_kv
 
 REF = Ops("reference")
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
@@ -164,7 +164,7 @@ def test_reference_block_size_32_and_out_param() -> None:
 
 
 def _compare_triton(batch: Batch, scale: float, tol: float, parts: int | None = None) -> None:
-    from localllm.kernels.attention_triton import run_paged_attention
+    from localllm.kernels.attention.paged_triton import run_paged_attention
 
     expect = REF.paged_attention(*batch.args(scale))
     got = run_paged_attention(*batch.args(scale), parts=parts)
@@ -205,7 +205,7 @@ def test_triton_prefill_chunks_after_cache(dtype: torch.dtype, parts: int | None
 
 
 def test_plan_splits_short_chunks_over_long_contexts() -> None:
-    from localllm.kernels.attention_triton import plan_launch
+    from localllm.kernels.attention.paged_triton import plan_launch
 
     # 8 decodes + a 24-token chunk of an 8000-token prompt: the chunk's 16 row tiles split KV
     mixed = plan_launch(9, 8, 4, 128, 24, 8000, 264)
@@ -280,9 +280,9 @@ def test_triton_split_decode_emits_int8_output(layout: str) -> None:
     """One decoding token with a split-KV plan and `quant`: the merge also writes the int8
     form of the output (as one [Hq D] row), equal to quantizing the output afterwards; without
     a split the plain output comes back (the GEMV quantizes it)."""
-    from localllm.kernels.attention_triton import run_paged_attention
-    from localllm.kernels.quant_act import QAct
-    from localllm.kernels.quant_act_triton import quant_act_triton
+    from localllm.kernels.attention.paged_triton import run_paged_attention
+    from localllm.kernels.fused.quant_act import QAct
+    from localllm.kernels.fused.quant_act_triton import quant_act_triton
 
     batch = make_batch([(1, 200)], 4, 2, 32, 4, torch.float16, torch.float16, seed=3)
     got = run_paged_attention(*batch.args(0.2), parts=3, quant=layout)
@@ -301,9 +301,9 @@ def test_triton_decode_merges_in_kernel() -> None:
     """Decode over a split KV merges in the attention kernel: sequences holding keys in one,
     two or three partitions (and a padding row) side by side, twice in a row (the counters
     reset themselves), with and without the int8 output."""
-    from localllm.kernels import attention_triton as at
-    from localllm.kernels.quant_act import QAct
-    from localllm.kernels.quant_act_triton import quant_act_triton
+    from localllm.kernels.attention import paged_triton as at
+    from localllm.kernels.fused.quant_act import QAct
+    from localllm.kernels.fused.quant_act_triton import quant_act_triton
 
     seqs = [(1, 200), (1, 5), (1, 129), (1, 0), (2, 300)]
     batch = make_batch(seqs, 8, 2, 32, 16, torch.float16, torch.float16, seed=11)

@@ -11,16 +11,17 @@ import torch
 from gguf import GGMLQuantizationType as QT
 from test_kernels_qlinear import random_raw
 
-from localllm.kernels.qkv_rope import Heads, compose
-from localllm.kernels.qlinear import pack_weight, qlinear_ref
-from localllm.kernels.quant_act import QAct
+from localllm.kernels.fused.qkv_rope import Heads, compose
+from localllm.kernels.linear.qlinear import pack_weight, qlinear_ref
+from localllm.kernels.fused.quant_act import QAct
+from localllm.kernels.plan import qkv_fusable
 from localllm.kernels.registry import Ops
-from localllm.kernels.rope_kv import rope_store_kv as rope_ref
+from localllm.kernels.fused.rope_kv import rope_store_kv as rope_ref
 
 pytest.importorskip("triton")
-from localllm.kernels import qkv_rope_triton as fused  # noqa: E402
-from localllm.kernels.qlinear_triton import qlinear_triton  # noqa: E402
-from localllm.kernels.rope_kv_triton import rope_store_kv as rope_triton  # noqa: E402
+from localllm.kernels.fused import qkv_rope_triton as fused  # noqa: E402
+from localllm.kernels.linear.qlinear_triton import qlinear_triton  # noqa: E402
+from localllm.kernels.fused.rope_kv_triton import rope_store_kv as rope_triton  # noqa: E402
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -80,7 +81,7 @@ def test_fused_qkv_rope_matches_separate_ops(
     heads = Heads(4, 2, 64, interleaved) if DEV == "cuda" else Heads(2, 1, 16, interleaved)
     ws, b, x, pos, cs, cache = _case(heads, qtypes, 256, bias, seed=len(qtypes) + int(bias))
     slot = torch.tensor([16 * 2 + 5], device=DEV)
-    assert fused.fusable(QAct(x), ws, heads, cs, cache(), cache())
+    assert qkv_fusable(QAct(x), ws, heads.dim, cs, cache(), cache())
     out, kc, vc = _fused_vs_separate(ws, b, heads, x, pos, cs, cache, slot)
     assert kc[2, :, 5].abs().sum() > 0 and vc[2, :, 5].abs().sum() > 0
     assert kc.abs().sum() == kc[2, :, 5].abs().sum()  # nothing else written

@@ -11,7 +11,7 @@ from gguf.quants import dequantize as gguf_dequantize
 
 from localllm.formats.gguf import RawTensor
 from localllm.formats.quants import LAYOUTS
-from localllm.kernels.qlinear import (
+from localllm.kernels.linear.qlinear import (
     QuantWeight,
     concat_weights,
     dequantize_weight,
@@ -42,7 +42,7 @@ def random_raw(qtype: QT, n: int, k: int, seed: int = 0, scale: float = 0.01) ->
 
 def _triton():
     pytest.importorskip("triton")
-    from localllm.kernels import qlinear_triton
+    from localllm.kernels.linear import qlinear_triton
 
     return qlinear_triton
 

@@ -9,12 +9,13 @@ import torch
 from gguf import GGMLQuantizationType as QT
 from test_kernels_qlinear import KERNEL_QTYPES, random_raw
 
-from localllm.kernels.qlinear import dequantize_weight, pack_weight
-from localllm.kernels.quant_act import GROUP, dequant_act, element_of_byte, quant_act_ref
+from localllm.kernels.linear.qlinear import dequantize_weight, pack_weight
+from localllm.kernels.fused.quant_act import GROUP, dequant_act, element_of_byte, quant_act_ref
 
 pytest.importorskip("triton")
-from localllm.kernels import qlinear_dp4a_triton as dp  # noqa: E402
-from localllm.kernels.quant_act_triton import quant_act_triton  # noqa: E402
+from localllm.kernels.linear import dp4a_triton as dp  # noqa: E402
+from localllm.kernels.fused.quant_act_triton import quant_act_triton  # noqa: E402
+from localllm.kernels.quant import kernel_facts  # noqa: E402
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -61,10 +62,10 @@ def _check(qtype: QT, n: int, k: int, cfg: dp.Dp4aConfig, t: int = 1, bias: bool
     fmt = KERNEL_QTYPES[qtype]
     w = pack_weight(random_raw(qtype, n, k, seed=n + k), DEV)
     x = torch.randn(t, k, device=DEV)
-    layout = dp.ACT_LAYOUT[fmt]
+    layout = kernel_facts(fmt).act_layout
     xq, xs = quant_act_ref(x, layout)
     b = torch.randn(n, device=DEV) if bias else None
-    planes = [w.tensors[p] for p in dp.PLANES[fmt]]
+    planes = [w.tensors[p] for p in kernel_facts(fmt).planes]
     out = dp.dp4a_launch(xq, xs, planes, fmt, n, b, cfg, torch.float32)
     ref = dequant_act(xq, xs, layout).double() @ dequantize_weight(w).double().t()
     if b is not None:
@@ -110,8 +111,8 @@ def test_gpu_dp4a_error_vs_fp32_activations(qtype: QT) -> None:
     w = pack_weight(random_raw(qtype, 4096, 4096, seed=5), DEV)
     x = torch.randn(1, 4096, device=DEV)
     fmt = KERNEL_QTYPES[qtype]
-    xq, xs = quant_act_triton(x.half(), dp.ACT_LAYOUT[fmt])
-    out = dp.dp4a_launch(xq, xs, [w.tensors[p] for p in dp.PLANES[fmt]], fmt, 4096, None,
+    xq, xs = quant_act_triton(x.half(), kernel_facts(fmt).act_layout)
+    out = dp.dp4a_launch(xq, xs, [w.tensors[p] for p in kernel_facts(fmt).planes], fmt, 4096, None,
                          dp.dp4a_config(fmt, 4096, 4096, 132), torch.float32)  # fmt: skip
     ref = x.double() @ dequantize_weight(w).double().t()
     rel = ((out.double() - ref).norm() / ref.norm()).item()
@@ -125,9 +126,9 @@ def test_gpu_dp4a_error_vs_fp32_activations(qtype: QT) -> None:
 def test_norm_and_silu_emit_the_int8_form(layout: str) -> None:
     """RMSNorm / add+RMSNorm / SiLU x mul with `quant`, one row: a QAct whose int8 form equals
     the standalone quantizer's on the stored output; wider batches return plain tensors."""
-    from localllm.kernels.activation_triton import silu_mul
-    from localllm.kernels.norm_triton import add_rms_norm, rms_norm
-    from localllm.kernels.quant_act import QAct
+    from localllm.kernels.fused.activation_triton import silu_mul
+    from localllm.kernels.fused.norm_triton import add_rms_norm, rms_norm
+    from localllm.kernels.fused.quant_act import QAct
 
     dt = torch.float16 if DEV == "cuda" else torch.float32
     x, r = (torch.randn(1, 256, device=DEV, dtype=dt) for _ in range(2))
@@ -147,8 +148,8 @@ def test_norm_and_silu_emit_the_int8_form(layout: str) -> None:
 def test_qlinear_triton_takes_int8_path_for_one_row() -> None:
     """A QAct input at T == 1 runs the dp4a GEMV (its output equals a direct dp4a launch);
     at T > 1 and for plain tensors the float kernels run."""
-    from localllm.kernels.qlinear_triton import qlinear_triton
-    from localllm.kernels.quant_act import QAct
+    from localllm.kernels.linear.qlinear_triton import qlinear_triton
+    from localllm.kernels.fused.quant_act import QAct
 
     w = pack_weight(random_raw(QT.Q4_K, 64, 512, seed=2), DEV)
     x = torch.randn(1, 512, device=DEV)
@@ -156,7 +157,7 @@ def test_qlinear_triton_takes_int8_path_for_one_row() -> None:
     out = qlinear_triton(a, w)
     assert set(a.q) == {"w4"}  # quantized on first use, kept for the next weight
     xq, xs = a.q["w4"]
-    direct = dp.dp4a_launch(xq, xs, [w.tensors[p] for p in dp.PLANES["q4_k"]], "q4_k", 64, None,
+    direct = dp.dp4a_launch(xq, xs, [w.tensors[p] for p in kernel_facts("q4_k").planes], "q4_k", 64, None,
                             dp.dp4a_config("q4_k", 64, 512, 4), x.dtype)  # fmt: skip
     assert torch.equal(out, direct)
     ref = x.double() @ dequantize_weight(w).double().t()
@@ -171,7 +172,7 @@ def test_qlinear_triton_takes_int8_path_for_one_row() -> None:
 def test_qlinear_out_dtype(one_row: bool) -> None:
     """out_dtype=float32 (the LM head's logits): the dp4a GEMV writes fp32 directly, other
     paths convert; same values as the default dtype up to its rounding."""
-    from localllm.kernels.quant_act import QAct
+    from localllm.kernels.fused.quant_act import QAct
     from localllm.kernels.registry import Ops
 
     w = pack_weight(random_raw(QT.Q4_K, 64, 256, seed=1), DEV)

@@ -9,7 +9,8 @@ import torch
 from gguf import GGMLQuantizationType as QT
 from test_kernels_qlinear import _triton, random_raw  # shared fixtures of the qlinear tests
 
-from localllm.kernels.qlinear import dequantize_weight, pack_weight
+from localllm.kernels.linear.qlinear import dequantize_weight, pack_weight
+from localllm.kernels.quant import kernel_facts
 
 
 def _f16x2(v: np.ndarray) -> np.ndarray:
@@ -21,7 +22,7 @@ _F16X2 = {"fma": lambda a, b, c: a * b + c, "add": np.add, "sub": np.subtract}
 
 
 def _run_ptx(asm: str, args: list[np.ndarray]) -> np.ndarray:
-    """Tiny interpreter for the PTX of `qlinear_half2_triton` (b32 logic, lop3, prmt, f16x2 math);
+    """Tiny interpreter for the PTX of `kernels/linear/half2_triton.py` (b32 logic, lop3, prmt, f16x2 math);
     $0 is the output, args are uint32 arrays for $1, $2, ..."""
     regs = {f"${i + 1}": a.astype(np.uint32) for i, a in enumerate(args)}
 
@@ -70,7 +71,7 @@ def _run_ptx(asm: str, args: list[np.ndarray]) -> np.ndarray:
 def test_half2_ptx_decodes_fields(fmt: str) -> None:
     """The word asm gives acc + sum_s (q_s - Z) x_s for the fields (and extra bits) of the
     packed layout: fields s and s + 4 pair with the low and high half of activation pair s."""
-    h2 = pytest.importorskip("localllm.kernels.qlinear_half2_triton")
+    h2 = pytest.importorskip("localllm.kernels.linear.half2_triton")
     code, asm, hb = {"q4_k": (2, h2._Q4_ASM, 0), "q5_k": (3, h2._Q5_ASM, 1),
                      "q6_k": (4, h2._Q6_ASM, 2)}[fmt]  # fmt: skip
     rng = np.random.default_rng(code)
@@ -86,7 +87,7 @@ def test_half2_ptx_decodes_fields(fmt: str) -> None:
     acc = acc0.view(np.uint16).astype(np.uint32)
     args = [acc[0] | (acc[1] << 16), w, *xp] + ([e.astype(np.uint32)] if hb else [])
     got = _f16x2(_run_ptx(asm.value, args))
-    z = h2.H2_CENTER[code]
+    z = kernel_facts(fmt).h2_center
     ev = e.astype(np.uint32)
     for half in range(2):
         expect = acc0[half].astype(np.float64)
@@ -100,7 +101,7 @@ def test_half2_ptx_decodes_fields(fmt: str) -> None:
 
 
 def test_half2_ptx_pairs_and_sums() -> None:
-    h2 = pytest.importorskip("localllm.kernels.qlinear_half2_triton")
+    h2 = pytest.importorskip("localllm.kernels.linear.half2_triton")
     rng = np.random.default_rng(0)
     a, b = (rng.integers(0, 2**32, 64, dtype=np.uint64).astype(np.uint32) for _ in range(2))
     lo = _run_ptx(h2._PRMT_LO.value, [a, b])

@@ -1,4 +1,4 @@
-"""The fused dequant-GEMM (kernels/qlinear_mm_triton.py) against the torch reference: every
+"""The fused dequant-GEMM (kernels/linear/qmm_triton.py) against the torch reference: every
 format, explicit configs (split K, swapped operands, K steps of 4-16 groups), bias, row and
 batch tails. On CPU under TRITON_INTERPRET=1; on the GPU over 7-8B shapes."""
 
@@ -9,9 +9,10 @@ import torch
 from gguf import GGMLQuantizationType as QT
 from test_kernels_qlinear import KERNEL_QTYPES, random_raw  # shared fixtures of the qlinear tests
 
-from localllm.kernels.qlinear import dequantize_weight, pack_weight, qlinear_ref
+from localllm.kernels.linear.qlinear import dequantize_weight, pack_weight, qlinear_ref
+from localllm.kernels.quant import kernel_facts
 
-mm = pytest.importorskip("localllm.kernels.qlinear_mm_triton")
+mm = pytest.importorskip("localllm.kernels.linear.qmm_triton")
 
 CONFIGS = [
     mm.MMConfig(16, 32, 4),
@@ -31,7 +32,7 @@ def test_qmm_matches_reference(qtype: QT, cfg: mm.MMConfig) -> None:
     gen = torch.Generator().manual_seed(cfg.bn)
     x = torch.randn(t, k, generator=gen)
     bias = torch.randn(n, generator=gen)
-    out = mm.qmm_launch(x, [w.tensors[p] for p in mm.PLANES[fmt]], fmt, n, bias, cfg)
+    out = mm.qmm_launch(x, [w.tensors[p] for p in kernel_facts(fmt).planes], fmt, n, bias, cfg)
     ref = qlinear_ref(x, w, bias)
     assert out.shape == (t, n) and out.dtype == x.dtype
     torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4 * ref.abs().max().item())
@@ -69,11 +70,11 @@ def test_qmm_shrinks_configs_that_do_not_fit(monkeypatch) -> None:
     w = pack_weight(random_raw(QT.Q4_K, 40, 256, seed=3))
     x = torch.randn(5, 256)
     cfg = mm.MMConfig(16, 64, 8, stages=3, swap=True)
-    out = mm.qmm_launch(x, [w.tensors[p] for p in mm.PLANES["q4_k"]], "q4_k", 40, None, cfg)
+    out = mm.qmm_launch(x, [w.tensors[p] for p in kernel_facts("q4_k").planes], "q4_k", 40, None, cfg)
     torch.testing.assert_close(out, qlinear_ref(x, w, None), rtol=1e-4, atol=1e-3)
     assert [(c.stages, c.bn) for c in tried] == [(3, 64), (2, 64), (2, 32)]
     tried.clear()
-    mm.qmm_launch(x, [w.tensors[p] for p in mm.PLANES["q4_k"]], "q4_k", 40, None, cfg)
+    mm.qmm_launch(x, [w.tensors[p] for p in kernel_facts("q4_k").planes], "q4_k", 40, None, cfg)
     assert [(c.stages, c.bn) for c in tried] == [(2, 32)]
 
 
@@ -89,7 +90,7 @@ def test_gpu_qmm_matches_reference(qtype: QT, t: int) -> None:
     x = torch.randn(t, k, device="cuda").half()
     ref = x.float() @ dequantize_weight(w).t()
     cfg = mm.mm_config(fmt, n, k, t, torch.cuda.get_device_properties(0).multi_processor_count)
-    out = mm.qmm_launch(x, [w.tensors[p] for p in mm.PLANES[fmt]], fmt, n, None, cfg)
+    out = mm.qmm_launch(x, [w.tensors[p] for p in kernel_facts(fmt).planes], fmt, n, None, cfg)
     torch.testing.assert_close(out.float(), ref, rtol=1e-2, atol=3e-3 * ref.abs().max().item())
 
 
@@ -102,7 +103,7 @@ def test_split_k_leaves_its_workspace_zeroed() -> None:
         w = pack_weight(random_raw(QT.Q4_K, n, 512, seed=n), dev)
         x = torch.randn(t, 512, generator=torch.Generator().manual_seed(t)).to(dev)
         cfg = mm.MMConfig(16, 32, 8, split=split, swap=True)
-        out = mm.qmm_launch(x, [w.tensors[p] for p in mm.PLANES["q4_k"]], "q4_k", n, None, cfg)
+        out = mm.qmm_launch(x, [w.tensors[p] for p in kernel_facts("q4_k").planes], "q4_k", n, None, cfg)
         ref = qlinear_ref(x, w, None)
         torch.testing.assert_close(out, ref, rtol=1e-3, atol=1e-3 * ref.abs().max().item())
     assert all(int(b.abs().sum()) == 0 for b in mm._WORKSPACE.buffers())

@@ -11,38 +11,34 @@ import torch
 from localllm.config import EngineConfig, ModelConfig
 from localllm.engine.block_manager import cdiv
 from localllm.errors import LocalLLMError, OutOfMemoryError
+from localllm.kernels.attention.kv_dtypes import KV_DTYPES
 from localllm.model.batch import KVCache
 
 log = logging.getLogger("localllm")
 
-_STORAGE = {
-    "fp32": torch.float32,
-    "fp16": torch.float16,
-    "bf16": torch.bfloat16,
-    "int8": torch.int8,
-    "fp8": torch.float8_e4m3fn,
-}
-QUANTIZED = ("int8", "fp8")
+QUANTIZED = tuple(name for name, kd in KV_DTYPES.items() if kd.quantized)
 
 
 def resolve_kv_dtype(name: str, device: torch.device) -> str:
     """Validate --kv-dtype for this device; "auto" = fp16 on CUDA, fp32 on CPU."""
     if name == "auto":
         return "fp16" if device.type == "cuda" else "fp32"
-    if name == "fp8" and device.type == "cuda":
+    need = KV_DTYPES[name].min_capability if name in KV_DTYPES else None
+    if need is not None and device.type == "cuda":
         major, minor = torch.cuda.get_device_capability(device)
-        if (major, minor) < (8, 9):
+        if (major, minor) < need:
             gpu = torch.cuda.get_device_name(device)
             raise LocalLLMError(
-                f"--kv-dtype fp8 needs an Ada or newer GPU (compute capability 8.9+); {gpu} is "
-                f"{major}.{minor}. Use --kv-dtype int8 for the same memory saving."
+                f"--kv-dtype {name} needs {KV_DTYPES[name].needs} (compute capability "
+                f"{need[0]}.{need[1]}+); {gpu} is {major}.{minor}. Use --kv-dtype int8 for the "
+                f"same memory saving."
             )
     return name
 
 
 def bytes_per_block(cfg: ModelConfig, block_size: int, dtype_name: str) -> int:
     """Bytes one block takes across all layers (K and V, plus scales when quantized)."""
-    elem = torch.empty((), dtype=_STORAGE[dtype_name]).element_size()
+    elem = torch.empty((), dtype=KV_DTYPES[dtype_name].dtype).element_size()
     per_layer = 2 * cfg.n_kv_heads * block_size * cfg.head_dim * elem
     if dtype_name in QUANTIZED:
         per_layer += 2 * cfg.n_kv_heads * block_size * 4
@@ -53,7 +49,7 @@ def allocate_kv_cache(
     cfg: ModelConfig, num_blocks: int, block_size: int, dtype_name: str, device: torch.device
 ) -> KVCache:
     L, H, D = cfg.n_layers, cfg.n_kv_heads, cfg.head_dim
-    dtype = _STORAGE[dtype_name]
+    dtype = KV_DTYPES[dtype_name].dtype
     kv = torch.zeros((L, 2, num_blocks, H, block_size, D), dtype=dtype, device=device)
     scales = None
     if dtype_name in QUANTIZED:

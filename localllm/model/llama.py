@@ -11,9 +11,9 @@ from dataclasses import dataclass
 import torch
 
 from localllm.config import ModelConfig
-from localllm.kernels.qkv_rope import Heads
-from localllm.kernels.qlinear import linear_stacked
-from localllm.kernels.quant_act import QAct, int8_layout
+from localllm.kernels.fused.qkv_rope import Heads
+from localllm.kernels.linear.qlinear import linear_stacked
+from localllm.kernels.fused.quant_act import QAct, int8_layout
 from localllm.kernels.registry import Ops
 from localllm.model.batch import ForwardBatch, KVCache
 from localllm.model.weights import LayerWeights, ModelWeights

@@ -1,0 +1,267 @@
+"""Triton paged attention: plans the launch (decode split-KV or prefill tiles) and runs it.
+
+Everything that sizes the grid or the temporaries comes from tensor shapes and the Python
+ints max_q_len / max_seq_len, never from tensor contents, so a decode step is CUDA-graph
+capturable (capture with max_seq_len set to the bucket's upper bound). Kernels live in
+paged_triton_kernels.py; the contract is the reference's in paged.py.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import torch
+import triton
+
+from localllm.kernels.attention.kv_dtypes import is_quantized
+from localllm.kernels.attention.paged import check_attention_args
+from localllm.kernels.attention.paged_triton_kernels import _attn_kernel, _merge_kernel
+from localllm.kernels.fused.quant_act import QUANT_CODES, QAct
+from localllm.kernels.fused.quant_act_triton import act_buffers
+from localllm.kernels.plan import ATTN_DECODE_MAX_Q as DECODE_MAX_Q
+from localllm.kernels.plan import INT8_ACT_ROWS
+from localllm.kernels.scratch import ZeroScratch
+
+MIN_PART = 128  # fewest KV tokens per decode partition
+
+
+@dataclass(frozen=True)
+class Plan:
+    block_m: int  # query rows per program (TOK tokens x G heads)
+    block_n: int  # KV tokens per inner step
+    m_blocks: int  # row tiles per sequence
+    parts: int  # KV partitions per sequence (> 1: split-KV + merge)
+    part_len: int  # KV tokens per partition
+    num_warps: int
+
+
+@functools.lru_cache(maxsize=8)
+def _sm_count(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def _target_programs(device: torch.device) -> int:
+    """How many programs keep the GPU busy (two waves); 1 in the interpreter (no split)."""
+    if device.type != "cuda":
+        return 1
+    return 2 * _sm_count(device.index if device.index is not None else torch.cuda.current_device())
+
+
+def plan_launch(
+    batch: int,
+    n_kv: int,
+    group: int,
+    d_pad: int,
+    max_q_len: int,
+    max_seq_len: int,
+    target_programs: int,
+    parts: int | None = None,
+) -> Plan:
+    """Tile sizes and KV split for one call; `parts` forces the split (tests)."""
+    block_n = 64 if d_pad <= 128 else 32
+    max_q_len = max(max_q_len, 1)
+    if max_q_len <= DECODE_MAX_Q:
+        block_m = min(max(16, triton.next_power_of_2(max_q_len * group)), 128)
+    else:
+        block_m = 64 if d_pad > 64 else 128
+    block_m = max(block_m, triton.next_power_of_2(group))
+    tok = block_m // group
+    m_blocks = triton.cdiv(max_q_len, tok)
+    warps = 4 if block_m * d_pad <= 64 * 128 else 8
+    if parts is None:
+        parts = 1
+        most = max(triton.cdiv(max_seq_len, MIN_PART), 1)
+        if max_q_len <= DECODE_MAX_Q:
+            parts = min(max(triton.cdiv(target_programs, batch * n_kv * m_blocks), 1), most)
+        elif batch * n_kv * m_blocks < target_programs:
+            # a short chunk over a long context (a cached prefix, a prompt prefilled beside
+            # running streams): split the KV too, or the chunk's few row tiles each scan the
+            # whole context on one SM (programs past a sequence's end exit at once)
+            parts = min(triton.cdiv(target_programs, n_kv * m_blocks), most)
+    if parts == 1:
+        return Plan(block_m, block_n, m_blocks, 1, 2**30, warps)
+    part_len = triton.cdiv(triton.cdiv(max(max_seq_len, 1), parts), block_n) * block_n
+    return Plan(
+        block_m, block_n, m_blocks, triton.cdiv(max(max_seq_len, 1), part_len), part_len, warps
+    )
+
+
+def _check_layout(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    k_scale: torch.Tensor | None,
+    v_scale: torch.Tensor | None,
+    block_tables: torch.Tensor,
+) -> None:
+    for name, x in (
+        ("q", q),
+        ("k_cache", k_cache),
+        ("v_cache", v_cache),
+        ("block_tables", block_tables),
+    ):
+        if x.stride(-1) != 1:
+            raise ValueError(f"paged_attention: {name} needs a unit stride on its last dimension")
+    if is_quantized(k_cache.dtype):
+        if k_scale is None or v_scale is None or k_scale.stride(-1) != 1 or v_scale.stride(-1) != 1:
+            raise ValueError(f"paged_attention: a {k_cache.dtype} cache needs unit-stride scales")
+
+
+def run_paged_attention(
+    q,
+    k_cache,
+    v_cache,
+    k_scale,
+    v_scale,
+    block_tables,
+    cu_seqlens_q,
+    seq_lens,
+    max_q_len,
+    max_seq_len,
+    scale,
+    out=None,
+    parts=None,
+    num_stages=2,
+    quant=None,
+):
+    """paged_attention with a forced number of KV partitions / pipeline stages (tests, bench).
+    With `quant` (an int8 layout), one token and a split-KV plan, the merge also writes the
+    int8 form of the output (as one row [Hq D]) and a QAct is returned. A decode plan merges
+    in the attention kernel itself: it spreads each sequence's live context over the planned
+    partitions (at least one KV tile each), and of those that hold keys the last to finish
+    combines them (one partition writes the output directly); longer chunks over a split KV
+    take the separate merge kernel with the planned partition length."""
+    check_attention_args(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens)
+    _check_layout(q, k_cache, v_cache, k_scale, v_scale, block_tables)
+    t, hq, d = q.shape
+    n_kv, bs = k_cache.shape[1], k_cache.shape[2]
+    batch, group = seq_lens.shape[0], hq // n_kv
+    out = torch.empty_like(q) if out is None else out  # [T, Hq, D]
+    if t == 0 or batch == 0:
+        return out
+    d_pad = max(16, triton.next_power_of_2(d))
+    plan = plan_launch(
+        batch, n_kv, group, d_pad, max_q_len, max_seq_len, _target_programs(q.device), parts
+    )
+    kv_quant = is_quantized(k_cache.dtype)
+    ks = k_scale if kv_quant else k_cache  # unused dummies for float caches
+    vs = v_scale if kv_quant else v_cache
+    split = plan.parts > 1
+    # decode split-KV merges in the kernel (the last partition of each row tile to finish)
+    merge = split and max_q_len <= DECODE_MAX_Q
+    shape = (t, hq, plan.parts) if split else (1, 1, 1)
+    lse_p = torch.empty(shape, dtype=torch.float32, device=q.device)  # [T, Hq, P]
+    out_p = torch.empty((*shape, d), dtype=torch.float32, device=q.device)  # [T, Hq, P, D]
+    code = QUANT_CODES[quant] if split and t == INT8_ACT_ROWS and d == d_pad and d % 32 == 0 else 0
+    xq, xs = act_buffers(1, hq * d, q.device) if code else (out, out)
+    grid = (plan.m_blocks, batch * n_kv, plan.parts)
+    cnt = _COUNTERS.get(q.device, grid[0] * grid[1]) if merge else lse_p
+    _attn_kernel[grid](
+        q,
+        k_cache,
+        v_cache,
+        ks,
+        vs,
+        block_tables,
+        cu_seqlens_q,
+        seq_lens,
+        out,
+        out_p,
+        lse_p,
+        q.stride(0),
+        q.stride(1),
+        *k_cache.stride()[:3],
+        *v_cache.stride()[:3],
+        ks.stride(0),
+        ks.stride(1),
+        vs.stride(0),
+        vs.stride(1),
+        block_tables.stride(0),
+        out.stride(0),
+        out.stride(1),
+        *lse_p.stride(),
+        n_kv,
+        plan.part_len,
+        scale * math.log2(math.e),
+        cnt,
+        xq,
+        xs,
+        G=group,
+        BLOCK_M=plan.block_m,
+        BLOCK_N=plan.block_n,
+        HEAD_DIM=d,
+        D_PAD=d_pad,
+        BLOCK_SIZE=bs,
+        QUANT=kv_quant,
+        SPLIT=split,
+        IEEE=q.dtype == torch.float32,
+        MERGE=merge,
+        OUT_QUANT=code if merge else 0,
+        num_warps=plan.num_warps,
+        num_stages=num_stages,
+    )
+    if split and not merge:
+        _merge_kernel[(t, hq)](
+            out_p,
+            lse_p,
+            out,
+            xq,
+            xs,
+            lse_p.stride(0),
+            lse_p.stride(1),
+            out.stride(0),
+            out.stride(1),
+            plan.parts,
+            hq,
+            HEAD_DIM=d,
+            D_PAD=d_pad,
+            P_PAD=max(2, triton.next_power_of_2(plan.parts)),
+            QUANT=code,
+            num_warps=4,
+        )
+    if code and out.is_contiguous():
+        return QAct(out.view(1, hq * d), {quant: (xq, xs)})
+    return out
+
+
+# per row tile of a decode step: how many KV partitions have stored (the last one merges)
+_COUNTERS = ZeroScratch(torch.int32)
+
+
+def paged_attention(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    k_scale: torch.Tensor | None,
+    v_scale: torch.Tensor | None,
+    block_tables: torch.Tensor,
+    cu_seqlens_q: torch.Tensor,
+    seq_lens: torch.Tensor,
+    max_q_len: int,
+    max_seq_len: int,
+    scale: float,
+    out: torch.Tensor | None = None,
+    quant: str | None = None,
+) -> torch.Tensor | QAct:
+    """Same contract as the reference in attention.py; returns [T, Hq, D] in q.dtype, or with
+    `quant` possibly a QAct of the output as [1, Hq D] rows (see run_paged_attention).
+
+    Rows past cu_seqlens_q[-1] (if any) are left unwritten.
+    """
+    return run_paged_attention(
+        q,
+        k_cache,
+        v_cache,
+        k_scale,
+        v_scale,
+        block_tables,
+        cu_seqlens_q,
+        seq_lens,
+        max_q_len,
+        max_seq_len,
+        scale,
+        out,
+        quant=quant,
+    )

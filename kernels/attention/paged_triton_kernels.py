@@ -1,0 +1,348 @@
+"""Triton kernels of paged attention (launched by paged_triton.py).
+
+One kernel serves decode and prefill. A program owns (a tile of query rows, sequence b, kv head
+h, KV partition p). Its BLOCK_M rows are TOK = BLOCK_M // G consecutive query tokens x the G
+query heads that share kv head h, so each KV page is read once per head group (GQA packing) and
+the score tile is a tensor-core `tl.dot` even for one decode token. Pages are gathered through
+the block table and int8/fp8 pages are dequantized on the fly: the per-token K scale multiplies
+the score columns and the V scale multiplies the probabilities before P @ V.
+  decode  (small q_len): split-KV "flash decoding"; MERGE: the partitions holding keys of a
+                         sequence write (out, lse) and the last of them to finish combines them
+                         (log-sum-exp merge; one partition writes the output directly). SPLIT
+                         without MERGE (short chunks over a long context) leaves the merge to
+                         _merge_kernel.
+  prefill (large q_len): one partition, rows tiled over the chunk, causal mask against the
+                         chunk's positions (which may start after cached tokens).
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from localllm.kernels.fused.quant_act_triton import _quant_store
+
+
+@triton.jit
+def _load_kv_tile(
+    C,
+    S,
+    page,
+    off,
+    h,
+    stride_b,
+    stride_h,
+    stride_t,
+    stride_sb,
+    stride_sh,
+    d,
+    mask,
+    dmask,
+    QUANT: tl.constexpr,
+    DTYPE: tl.constexpr,
+):
+    """Rows n of one kv head -> ([BLOCK_N, D_PAD] in DTYPE, scales [BLOCK_N] fp32 or zeros)."""
+    ptr = C + page[:, None] * stride_b + h * stride_h + off[:, None] * stride_t + d[None, :]
+    x = tl.load(ptr, mask=mask[:, None] & dmask[None, :], other=0.0).to(DTYPE)
+    s = tl.zeros_like(off).to(tl.float32)  # float caches: unused
+    if QUANT:
+        s = tl.load(S + page * stride_sb + h * stride_sh + off, mask=mask, other=0.0)
+    return x, s
+
+
+@triton.jit
+def _dot(a, b, IEEE: tl.constexpr):
+    if IEEE:  # fp32 activations: exact fp32 products instead of tf32
+        r = tl.dot(a, b, input_precision="ieee")
+    else:
+        r = tl.dot(a, b)
+    return r
+
+
+@triton.jit
+def _online_softmax_step(
+    q, k, ks, v, vs, visible, m_i, l_i, acc, qk_scale, QUANT: tl.constexpr, IEEE: tl.constexpr
+):
+    """One KV tile of flash attention in base 2: returns the updated (m_i, l_i, acc)."""
+    s = _dot(q, tl.trans(k), IEEE)  # [BLOCK_M, BLOCK_N]
+    if QUANT:
+        s = s * ks[None, :]  # per-token K scale factors out of the dot product
+    s = tl.where(visible, s * qk_scale, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, axis=1))
+    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # fully masked rows stay at 0
+    alpha = tl.exp2(m_i - m_safe)
+    prob = tl.exp2(s - m_safe[:, None])
+    l_i = l_i * alpha + tl.sum(prob, axis=1)
+    if QUANT:
+        prob = prob * vs[None, :]  # per-token V scale folded into the probabilities
+    acc = acc * alpha[:, None] + _dot(prob.to(v.dtype), v, IEEE)
+    return m_new, l_i, acc
+
+
+@triton.jit
+def _attn_kernel(
+    Q,
+    K,
+    V,
+    KS,
+    VS,
+    BT,
+    CU,
+    SL,
+    OUT,
+    OUT_P,
+    LSE_P,
+    stride_qt,
+    stride_qh,
+    stride_kb,
+    stride_kh,
+    stride_kt,
+    stride_vb,
+    stride_vh,
+    stride_vt,
+    stride_ksb,
+    stride_ksh,
+    stride_vsb,
+    stride_vsh,
+    stride_bt,
+    stride_ot,
+    stride_oh,
+    stride_pt,
+    stride_ph,
+    stride_pp,
+    n_kv_heads,
+    part_len,
+    qk_scale,  # qk_scale = softmax scale * log2(e)
+    CNT,
+    XQ,
+    XS,  # MERGE: zeroed int32 counters per row tile; OUT_QUANT: int8 out (quant_act)
+    G: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    D_PAD: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+    QUANT: tl.constexpr,
+    SPLIT: tl.constexpr,
+    IEEE: tl.constexpr,
+    MERGE: tl.constexpr = False,
+    OUT_QUANT: tl.constexpr = 0,
+):
+    TOK: tl.constexpr = BLOCK_M // G
+    b = tl.program_id(1) // n_kv_heads
+    h = tl.program_id(1) % n_kv_heads
+    p = tl.program_id(2)
+    q_start = tl.load(CU + b)
+    q_len = tl.load(CU + b + 1) - q_start
+    seq_len = tl.load(SL + b)
+    m = tl.arange(0, BLOCK_M)
+    qi = tl.program_id(0) * TOK + m // G  # [BLOCK_M] query index within the sequence
+    head = h * G + m % G  # [BLOCK_M] query head
+    rows = (m < TOK * G) & (qi < q_len)
+    d = tl.arange(0, D_PAD)
+    dmask = d < HEAD_DIM
+    tok = (q_start + qi).to(tl.int64)
+    q = tl.load(
+        Q + tok[:, None] * stride_qt + head[:, None] * stride_qh + d[None, :],
+        mask=rows[:, None] & dmask[None, :],
+        other=0.0,
+    )  # [BLOCK_M, D_PAD]
+    qpos = seq_len - q_len + qi  # [BLOCK_M] absolute position of each query row
+    if MERGE:  # decode: partitions sized to the live context, not to the longest one a CUDA
+        # graph may see: a quarter of it (>= one KV tile) up to the planned length, and never
+        # fewer than the grid needs (H200, batch 1, 8B heads: 129 tokens 7.4 vs 8.1 us, 256
+        # tokens 7.8 vs 9.8 us; all 16 partitions of 64 at 1,024 tokens were slower: 13.2 vs 11.7)
+        quarter = tl.maximum(tl.cdiv(tl.cdiv(seq_len, 4), BLOCK_N), 1) * BLOCK_N
+        least = tl.cdiv(tl.cdiv(seq_len, tl.num_programs(2)), BLOCK_N) * BLOCK_N
+        part_len = tl.maximum(tl.minimum(quarter, part_len), least)
+    lo = p * part_len
+    last = tl.minimum(tl.program_id(0) * TOK + TOK, q_len)  # causal bound of this row tile
+    hi = tl.minimum(tl.minimum(seq_len, lo + part_len), seq_len - q_len + last)
+    hi = tl.where(tl.program_id(0) * TOK < q_len, hi, lo)  # a tile without query rows: no work
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, D_PAD], tl.float32)
+    for n0 in range(lo, hi, BLOCK_N):
+        n = n0 + tl.arange(0, BLOCK_N)  # [BLOCK_N] KV positions
+        n_ok = n < hi
+        page = tl.load(BT + b.to(tl.int64) * stride_bt + n // BLOCK_SIZE, mask=n_ok, other=0)
+        page = page.to(tl.int64)
+        off = n % BLOCK_SIZE
+        k, ks = _load_kv_tile(
+            K,
+            KS,
+            page,
+            off,
+            h,
+            stride_kb,
+            stride_kh,
+            stride_kt,
+            stride_ksb,
+            stride_ksh,
+            d,
+            n_ok,
+            dmask,
+            QUANT,
+            Q.dtype.element_ty,
+        )
+        v, vs = _load_kv_tile(
+            V,
+            VS,
+            page,
+            off,
+            h,
+            stride_vb,
+            stride_vh,
+            stride_vt,
+            stride_vsb,
+            stride_vsh,
+            d,
+            n_ok,
+            dmask,
+            QUANT,
+            Q.dtype.element_ty,
+        )
+        visible = n_ok[None, :] & (n[None, :] <= qpos[:, None])  # [BLOCK_M, BLOCK_N]
+        m_i, l_i, acc = _online_softmax_step(
+            q, k, ks, v, vs, visible, m_i, l_i, acc, qk_scale, QUANT, IEEE
+        )
+    o = acc / tl.maximum(l_i, 1e-30)[:, None]  # rows that saw no key (l_i = 0) output zeros
+    omask = rows[:, None] & dmask[None, :]
+    if MERGE:  # decode split-KV, merged here: the partitions that hold keys of this sequence
+        n_act = tl.maximum(tl.cdiv(seq_len, part_len), 1)
+        if p < n_act:
+            if n_act == 1:  # one partition: its result is the output
+                _store_out(o, OUT, XQ, XS, tok, head, d, rows, omask, stride_ot, stride_oh,
+                           G * n_kv_heads, HEAD_DIM, OUT_QUANT)  # fmt: skip
+            else:
+                pbase = tok * stride_pt + head * stride_ph + p * stride_pp  # [BLOCK_M]
+                tl.store(OUT_P + pbase[:, None] * HEAD_DIM + d[None, :], o, mask=omask)
+                lse = tl.where(l_i > 0, m_i + tl.log2(tl.maximum(l_i, 1e-30)), float("-inf"))
+                tl.store(LSE_P + pbase, lse, mask=rows)
+                # the last partition to finish merges (release ours, acquire the others')
+                tl.debug_barrier()
+                cnt = CNT + tl.program_id(1) * tl.num_programs(0) + tl.program_id(0)
+                if tl.atomic_add(cnt, 1, sem="acq_rel", scope="gpu") == n_act - 1:
+                    out = _merge_parts(
+                        OUT_P,
+                        LSE_P,
+                        tok * stride_pt + head * stride_ph,
+                        d,
+                        rows,
+                        omask,
+                        n_act,
+                        stride_pp,
+                        HEAD_DIM,
+                        BLOCK_M,
+                        D_PAD,
+                    )
+                    _store_out(out, OUT, XQ, XS, tok, head, d, rows, omask, stride_ot,
+                               stride_oh, G * n_kv_heads, HEAD_DIM, OUT_QUANT)  # fmt: skip
+                    tl.atomic_xchg(cnt, 0)  # zero for the next launch (and graph replay)
+    elif SPLIT:
+        pbase = tok * stride_pt + head * stride_ph + p * stride_pp  # [BLOCK_M]
+        tl.store(OUT_P + pbase[:, None] * HEAD_DIM + d[None, :], o, mask=omask)
+        lse = tl.where(l_i > 0, m_i + tl.log2(tl.maximum(l_i, 1e-30)), float("-inf"))
+        tl.store(LSE_P + pbase, lse, mask=rows)
+    else:
+        optr = OUT + tok[:, None] * stride_ot + head[:, None] * stride_oh + d[None, :]
+        tl.store(optr, o.to(OUT.dtype.element_ty), mask=omask)
+
+
+@triton.jit
+def _merge_parts(OUT_P, LSE_P, base, d, rows, omask, n_parts, stride_pp, HEAD_DIM: tl.constexpr,
+                 BLOCK_M: tl.constexpr, D_PAD: tl.constexpr):  # fmt: skip
+    """Log-sum-exp merge of partitions 0..n_parts-1 of rows `base` [BLOCK_M] (read past L1:
+    other programs wrote them)."""
+    mx = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    den = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, D_PAD], tl.float32)
+    for q in range(n_parts):
+        lse = tl.load(LSE_P + base + q * stride_pp, mask=rows, other=float("-inf"),
+                      cache_modifier=".cg")  # fmt: skip
+        o = tl.load(OUT_P + (base + q * stride_pp)[:, None] * HEAD_DIM + d[None, :], mask=omask,
+                    other=0.0, cache_modifier=".cg")  # fmt: skip
+        m_new = tl.maximum(mx, lse)
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        a = tl.exp2(mx - m_safe)
+        w = tl.exp2(lse - m_safe)
+        den = den * a + w
+        acc = acc * a[:, None] + w[:, None] * o
+        mx = m_new
+    return acc / tl.maximum(den, 1e-30)[:, None]
+
+
+@triton.jit
+def _store_out(o, OUT, XQ, XS, tok, head, d, rows, omask, stride_ot, stride_oh, n_heads,
+               HEAD_DIM: tl.constexpr, OUT_QUANT: tl.constexpr):  # fmt: skip
+    """Rows of the output [BLOCK_M, D_PAD]; with OUT_QUANT (one token, HEAD_DIM == D_PAD, a
+    multiple of 32) also their int8 form as one [Hq D] row per token (quant_act)."""
+    y = o.to(OUT.dtype.element_ty)
+    tl.store(OUT + tok[:, None] * stride_ot + head[:, None] * stride_oh + d[None, :], y, mask=omask)
+    if OUT_QUANT > 0:
+        BM: tl.constexpr = y.shape[0]
+        yg = tl.reshape(y.to(tl.float32), [BM, HEAD_DIM // 32, 32])
+        e = tl.arange(0, 32)
+        if OUT_QUANT == 2:  # "w8": element 16 h + 4 s + w -> byte 16 h + 4 w + s
+            pb = 16 * (e // 16) + 4 * (e % 4) + (e // 4) % 4
+        else:  # "w4": element 8 j + 4 t + w -> byte 16 t + 4 w + j
+            pb = 16 * ((e // 4) % 2) + 4 * (e % 4) + e // 8
+        k = n_heads * HEAD_DIM
+        g = head[:, None] * (HEAD_DIM // 32) + tl.arange(0, HEAD_DIM // 32)[None, :]  # [BM, D/32]
+        gmask = rows[:, None] & (g >= 0)
+        amax = tl.max(tl.abs(yg), axis=2)
+        inv = tl.where(amax > 0, 127.0 / amax, 0.0)
+        q = tl.minimum(tl.maximum(tl.floor(yg * inv[:, :, None] + 0.5), -127.0), 127.0)
+        tl.store(XQ + tok[:, None, None] * k + g[:, :, None] * 32 + pb[None, None, :],
+                 q.to(tl.int8), mask=gmask[:, :, None])  # fmt: skip
+        dx = amax / 127.0
+        s_all = tl.sum(q, axis=2)
+        s_lo = tl.sum(tl.where(e[None, None, :] < 16, q, 0.0), axis=2)
+        xs = XS + (tok[:, None] * (k // 32) + g) * 4
+        tl.store(xs, dx, mask=gmask)
+        tl.store(xs + 1, dx * s_all, mask=gmask)
+        tl.store(xs + 2, dx * s_lo, mask=gmask)
+        tl.store(xs + 3, dx * (s_all - s_lo), mask=gmask)
+
+
+@triton.jit
+def _merge_kernel(
+    OUT_P,
+    LSE_P,
+    OUT,  # OUT_P [T, Hq, P, D] fp32, LSE_P [T, Hq, P] fp32 (log2 units)
+    XQ,
+    XS,  # QUANT > 0: the int8 form of OUT as one row [Hq D] per token (quant_act)
+    stride_pt,
+    stride_ph,
+    stride_ot,
+    stride_oh,
+    n_parts,
+    n_heads,
+    HEAD_DIM: tl.constexpr,
+    D_PAD: tl.constexpr,
+    P_PAD: tl.constexpr,
+    QUANT: tl.constexpr,
+):
+    t = tl.program_id(0).to(tl.int64)
+    h = tl.program_id(1)
+    p = tl.arange(0, P_PAD)
+    d = tl.arange(0, D_PAD)
+    pmask = p < n_parts
+    base = t * stride_pt + h * stride_ph + p  # [P_PAD] (partition stride is 1)
+    lse = tl.load(LSE_P + base, mask=pmask, other=float("-inf"))
+    mx = tl.max(lse, axis=0)
+    mx = tl.where(mx == float("-inf"), 0.0, mx)
+    w = tl.exp2(lse - mx)  # [P_PAD]; 0 for empty partitions
+    o = tl.load(
+        OUT_P + base[:, None] * HEAD_DIM + d[None, :],
+        mask=pmask[:, None] & (d < HEAD_DIM)[None, :],
+        other=0.0,
+    )  # [P_PAD, D_PAD]
+    den = tl.sum(w, axis=0)
+    out = tl.sum(w[:, None] * o, axis=0) / tl.maximum(den, 1e-30)
+    y = out.to(OUT.dtype.element_ty)
+    tl.store(OUT + t * stride_ot + h * stride_oh + d, y, mask=d < HEAD_DIM)
+    if QUANT > 0:  # HEAD_DIM == D_PAD, a multiple of 32: a head's groups are its own
+        k = n_heads * HEAD_DIM
+        _quant_store(y.to(tl.float32), h * HEAD_DIM, k, XQ + t * k, XS + t * (k // 32) * 4, D_PAD,
+                     QUANT == 2)  # fmt: skip

@@ -1,0 +1,98 @@
+"""What runs at batch N, on the kernels side: every row threshold that picks a kernel lives
+here (the CUDA-graph bucket sizes of the engine are the runner's). 
+  rows (T)          quantized linear (`linear_kernel`)              norm / SiLU / attention
+  1, int8 act       dp4a GEMV (int8 activations, the GPU default)  also emit the int8 form
+  1                 GEMV (packed-fp16 decode for fp16 x)           column-split programs
+  2 .. 16           fused dequant-GEMM (`qmm_triton`)              column-split norms; decode
+                                                                   attention plan (split-KV)
+  17 .. 128         fused dequant-GEMM                             whole-row norm programs
+  > 128             dequantize to fp16 + cuBLAS                    prefill attention plan
+fp32 activations on the GPU skip the fused GEMM (its fp32 tiles do not fit in shared memory):
+2 .. DOT_MAX_T rows take the tile GEMM (MODE_DOT), more the dequantize + cuBLAS path.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import TYPE_CHECKING
+
+import torch
+
+from localllm.kernels.attention.kv_dtypes import kv_dtype_of
+from localllm.kernels.fused.quant_act import QAct
+from localllm.kernels.quant import KERNEL_FORMATS, kernel_facts
+
+if TYPE_CHECKING:
+    from localllm.kernels.linear.qlinear import QuantWeight
+
+# int8 activations (`quant_act`) feed only the one-row GEMV: producers emit them for this many
+# rows, wider batches take x as it is
+INT8_ACT_ROWS = 1
+# up to this many rows the fused dequant-GEMM beats dequantize + cuBLAS: it reads the packed
+# weights once instead of writing and re-reading an fp16 copy (H200, weights from memory, 100
+# rows, Q4_K: 28672x4096 239 vs 358 us, 4096x14336 107 vs 197 us, 4096x4096 47 vs 52 us;
+# scripts/probe_qmm.py --cublas). Above it, prefill chunks take dequantize + cuBLAS.
+MM_MAX_T = 128
+# up to this many rows the tile GEMM (MODE_DOT) beats dequantize + cuBLAS
+DOT_MAX_T = 64
+# up to this many rows a norm runs programs of NORM_SPLIT_COLS columns (each re-reads the row
+# for its statistics), so a decode step's few rows do not run on a few SMs
+NORM_SPLIT_ROWS = 16
+NORM_SPLIT_COLS = 512
+# q_len up to this (decode, speculative verification) takes attention's split-KV plan
+ATTN_DECODE_MAX_Q = 16
+
+
+class LinearKernel(Enum):
+    DP4A_GEMV = "dp4a GEMV (int8 activations)"
+    DENSE = "cuBLAS on a dense weight (formats without a kernel)"
+    EMPTY = "no rows"
+    FUSED_GEMM = "fused dequant-GEMM (qmm_triton)"
+    GEMV = "GEMV (MODE_VEC, packed fp16 for fp16 x)"
+    TILE_GEMM = "tile GEMM (MODE_DOT)"
+    DEQUANT_MATMUL = "dequantize to fp16 + cuBLAS (MODE_STORE)"
+
+
+def linear_kernel(rows: int, fmt: str, int8_act: bool, fp32_on_gpu: bool) -> LinearKernel:
+    """The one dispatch table of the Triton quantized linear: rows x format -> kernel.
+    `int8_act`: x comes with (or may take) an int8 form; `fp32_on_gpu`: fp32 x on CUDA."""
+    if int8_act and rows == INT8_ACT_ROWS and fmt in KERNEL_FORMATS:
+        return LinearKernel.DP4A_GEMV
+    if fmt not in KERNEL_FORMATS:
+        return LinearKernel.DENSE
+    if rows == 0:
+        return LinearKernel.EMPTY
+    if 1 < rows <= MM_MAX_T and not fp32_on_gpu:
+        return LinearKernel.FUSED_GEMM
+    if rows > DOT_MAX_T:
+        return LinearKernel.DEQUANT_MATMUL
+    return LinearKernel.GEMV if rows == 1 else LinearKernel.TILE_GEMM
+
+
+def emits_int8(rows: int, width: int) -> bool:
+    """Whether a producer (norm, SiLU x mul) also writes the int8 form of its [rows, width]
+    output for the GEMV that follows."""
+    return rows == INT8_ACT_ROWS and width % 32 == 0
+
+
+def norm_block_cols(rows: int, block: int) -> int:
+    """Columns per norm program: a whole (padded) row, or NORM_SPLIT_COLS for a few rows."""
+    return min(block, NORM_SPLIT_COLS) if rows <= NORM_SPLIT_ROWS else block
+
+
+def qkv_fusable(x: torch.Tensor | QAct, ws: list[QuantWeight], head_dim: int,
+                cos_sin: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor) -> bool:  # fmt: skip
+    """Whether QKV + RoPE + KV store runs as one dp4a launch per weight run (`qkv_rope_triton`):
+    one row with int8 activations, weights with a dp4a kernel in whole heads, a float cache."""
+    return (isinstance(x, QAct) and x.shape[0] == INT8_ACT_ROWS
+            and all(w.fmt in KERNEL_FORMATS and w.k % kernel_facts(w.fmt).min_k == 0 for w in ws)
+            and all(w.n % head_dim == 0 for w in ws) and head_dim % 2 == 0
+            and _float_kv(k_cache.dtype)
+            and k_cache.dtype == v_cache.dtype and k_cache.stride() == v_cache.stride()
+            and k_cache.stride(-1) == 1 and cos_sin.dtype == torch.float32
+            and cos_sin.stride(-1) == 1)  # fmt: skip
+
+
+def _float_kv(dtype: torch.dtype) -> bool:
+    kd = kv_dtype_of(dtype)
+    return kd is not None and not kd.quantized
