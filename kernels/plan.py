@@ -1,5 +1,5 @@
 """What runs at batch N, on the kernels side: every row threshold that picks a kernel lives
-here (the CUDA-graph bucket sizes of the engine are the runner's). 
+here (the CUDA-graph bucket sizes of the engine are the runner's).
   rows (T)          quantized linear (`linear_kernel`)              norm / SiLU / attention
   1, int8 act       dp4a GEMV (int8 activations, the GPU default)  also emit the int8 form
   1                 GEMV (packed-fp16 decode for fp16 x)           column-split programs

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import sys
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -57,14 +58,14 @@ def main() -> None:
             for bn, tile_g, warps in itertools.product((32, 64, 128), (4, 8), (4, 8)):
                 cfg = QLinearConfig(MODE_DOT, t, bn, group_size(fmt) * tile_g, warps=warps)
                 try:
-                    ms = do_bench(lambda cfg=cfg: qlinear_launch(x, w, None, cfg), warmup=5, rep=30)
+                    ms = do_bench(partial(qlinear_launch, x, w, None, cfg), warmup=5, rep=30)
                 except Exception as e:  # noqa: BLE001
                     print("skip", cfg, type(e).__name__)
                     continue
                 dres.append((ms, cfg))
             dres.sort(key=lambda r: r[0])
             default = pick_config(fmt, n, k, t, torch.device("cuda"))
-            dms = do_bench(lambda: qlinear_launch(x, w, None, default), warmup=5, rep=30)
+            dms = do_bench(partial(qlinear_launch, x, w, None, default), warmup=5, rep=30)
             print(
                 f"DOT default {fmt} T={t}: {dms * 1e3:8.1f} us {w.nbytes / 1e6 / dms:7.1f} GB/s {default}"
             )

@@ -15,6 +15,7 @@ import json
 import os
 import sys
 import time
+from functools import partial
 
 import torch
 from triton.testing import do_bench_cudagraph
@@ -22,9 +23,9 @@ from triton.testing import do_bench_cudagraph
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_qlinear import PEAK_BW, random_weight  # noqa: E402
 
+from localllm.kernels.fused.quant_act_triton import quant_act_triton  # noqa: E402
 from localllm.kernels.linear import dp4a_triton as dp  # noqa: E402
 from localllm.kernels.linear.qlinear_triton import pick_config, qlinear_launch  # noqa: E402
-from localllm.kernels.fused.quant_act_triton import quant_act_triton  # noqa: E402
 from localllm.kernels.quant import kernel_facts  # noqa: E402
 
 # (fmt, N, K): llama3-8b-q4_k_m's q+k, v, o, gate+up, down (both formats), lm head; llama2's
@@ -39,6 +40,14 @@ SHAPES = [
 def bench(fn) -> float:
     """us per call, replayed from a CUDA graph as the engine runs it."""
     return do_bench_cudagraph(fn, rep=20) * 1e3
+
+
+def _launch_all(xq, xs, sets, fmt, n, cfg):
+    return [dp.dp4a_launch(xq, xs, ps, fmt, n, None, cfg, torch.float16) for ps in sets]
+
+
+def _bw_pct(nbytes: int, us: float) -> float:
+    return 100 * nbytes / (us * 1e-6) / PEAK_BW
 
 
 def main() -> None:
@@ -66,11 +75,9 @@ def main() -> None:
         sets = [[w.tensors[p].clone() for p in kernel_facts(fmt).planes] for _ in range(copies)]
         planes = sets[0]
         x = torch.randn(1, k, device="cuda").half()
-        fp16 = bench(
-            lambda: qlinear_launch(x, w, None, pick_config(fmt, n, k, 1, x.device))
-        )  # warm L2
+        fp16 = bench(partial(qlinear_launch, x, w, None, pick_config(fmt, n, k, 1, x.device)))
         layout = kernel_facts(fmt).act_layout
-        qact = bench(lambda: quant_act_triton(x, layout))
+        qact = bench(partial(quant_act_triton, x, layout))
         xq, xs = quant_act_triton(x, layout)
         ref = qlinear_launch(x, w, None, pick_config(fmt, n, k, 1, x.device)).float()
         heur = dp.dp4a_config(fmt, n, k, sms)
@@ -79,8 +86,7 @@ def main() -> None:
             try:
                 o = dp.dp4a_launch(xq, xs, planes, fmt, n, None, cfg, torch.float16).float()
                 err = ((o - ref).norm() / ref.norm()).item()
-                us = bench(lambda c=cfg: [dp.dp4a_launch(xq, xs, ps, fmt, n, None, c, torch.float16)
-                                          for ps in sets]) / copies  # fmt: skip
+                us = bench(partial(_launch_all, xq, xs, sets, fmt, n, cfg)) / copies
             except Exception as e:  # noqa: BLE001 - a config that does not compile
                 print(f"  {cfg}: {type(e).__name__}: {str(e)[:160]}")
                 continue
@@ -88,7 +94,7 @@ def main() -> None:
             log.write(json.dumps({"fmt": fmt, "n": n, "k": k, "cfg": cfg.__dict__, "us": us,
                                   "rel_l2_vs_fp16": err, "fp16_us": fp16, "quant_us": qact}) + "\n")  # fmt: skip
         log.flush()
-        bw = lambda us: 100 * w.nbytes / (us * 1e-6) / PEAK_BW  # noqa: E731
+        bw = partial(_bw_pct, w.nbytes)
         best = min(rows, key=lambda r: r[0])
         print(f"{fmt} {n}x{k}: fp16 GEMV {fp16:6.1f} us ({bw(fp16):4.1f}%) | quant {qact:4.1f} us | "
               f"dp4a heur {rows[0][0]:6.1f} us ({bw(rows[0][0]):4.1f}%, err {rows[0][2]:.1e}) | "

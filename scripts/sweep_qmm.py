@@ -14,6 +14,7 @@ import json
 import os
 import sys
 import time
+from functools import partial
 
 import torch
 from triton.testing import do_bench_cudagraph
@@ -21,8 +22,8 @@ from triton.testing import do_bench_cudagraph
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_qlinear import PEAK_BW, random_weight  # noqa: E402
 
-from localllm.kernels.linear.qmm_triton import MMConfig, mm_config, qmm_launch  # noqa: E402
 from localllm.kernels.linear.qlinear_triton import dequantize_triton, qlinear_triton  # noqa: E402
+from localllm.kernels.linear.qmm_triton import MMConfig, mm_config, qmm_launch  # noqa: E402
 from localllm.kernels.quant import kernel_facts  # noqa: E402
 
 
@@ -51,6 +52,10 @@ def candidates(t: int) -> list[MMConfig]:
     return out
 
 
+def _cublas(x: torch.Tensor, w) -> torch.Tensor:
+    return x @ dequantize_triton(w).T
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--fmts", default="q4_k,q6_k,q4_0")
@@ -71,8 +76,8 @@ def main() -> None:
                     return
                 x = torch.randn(t, k, device="cuda").half()
                 ref = qlinear_triton(x, w)
-                cur = bench(lambda: qlinear_triton(x, w)) * 1e3
-                cub = bench(lambda: x @ dequantize_triton(w).T) * 1e3
+                cur = bench(partial(qlinear_triton, x, w)) * 1e3
+                cub = bench(partial(_cublas, x, w)) * 1e3
                 rows = []
                 cfgs = [mm_config(fmt, n, k, t, sms)] + candidates(t)
                 for i, cfg in enumerate(cfgs):
@@ -84,7 +89,7 @@ def main() -> None:
                             err = (
                                 (o.float() - ref.float()).abs().max() / ref.float().abs().max()
                             ).item()
-                            us = bench(lambda c=c: qmm_launch(x, planes, fmt, n, None, c)) * 1e3
+                            us = bench(partial(qmm_launch, x, planes, fmt, n, None, c)) * 1e3
                         except Exception as e:  # noqa: BLE001 - a config that does not compile
                             print(f"  {c}: {type(e).__name__}: {str(e)[:120]}")
                             continue
@@ -112,7 +117,7 @@ def main() -> None:
                     f"heuristic {heur[0]:.1f} us, best {best[0]:.1f} us ({gbs:.0f} GB/s = "
                     f"{gbs * 1e9 / PEAK_BW:.0%}) {best[1]} err {best[2]:.1e}"
                 )
-                for us, c, err, _ in rows[1:4]:
+                for us, c, _err, _ in rows[1:4]:
                     print(f"     {us:.1f} us {c}")
                 log.flush()
 

@@ -12,16 +12,15 @@ from gguf import GGMLQuantizationType as QT
 from test_kernels_qlinear import random_raw
 
 from localllm.kernels.fused.qkv_rope import Heads, compose
-from localllm.kernels.linear.qlinear import pack_weight, qlinear_ref
 from localllm.kernels.fused.quant_act import QAct
+from localllm.kernels.fused.rope_kv import rope_store_kv as rope_ref
+from localllm.kernels.linear.qlinear import pack_weight, qlinear_ref
 from localllm.kernels.plan import qkv_fusable
 from localllm.kernels.registry import Ops
-from localllm.kernels.fused.rope_kv import rope_store_kv as rope_ref
 
 pytest.importorskip("triton")
-from localllm.kernels.fused import qkv_rope_triton as fused  # noqa: E402
-from localllm.kernels.linear.qlinear_triton import qlinear_triton  # noqa: E402
 from localllm.kernels.fused.rope_kv_triton import rope_store_kv as rope_triton  # noqa: E402
+from localllm.kernels.linear.qlinear_triton import qlinear_triton  # noqa: E402
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 

@@ -9,12 +9,12 @@ import torch
 from gguf import GGMLQuantizationType as QT
 from test_kernels_qlinear import KERNEL_QTYPES, random_raw
 
-from localllm.kernels.linear.qlinear import dequantize_weight, pack_weight
 from localllm.kernels.fused.quant_act import GROUP, dequant_act, element_of_byte, quant_act_ref
+from localllm.kernels.linear.qlinear import dequantize_weight, pack_weight
 
 pytest.importorskip("triton")
-from localllm.kernels.linear import dp4a_triton as dp  # noqa: E402
 from localllm.kernels.fused.quant_act_triton import quant_act_triton  # noqa: E402
+from localllm.kernels.linear import dp4a_triton as dp  # noqa: E402
 from localllm.kernels.quant import kernel_facts  # noqa: E402
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
@@ -148,8 +148,8 @@ def test_norm_and_silu_emit_the_int8_form(layout: str) -> None:
 def test_qlinear_triton_takes_int8_path_for_one_row() -> None:
     """A QAct input at T == 1 runs the dp4a GEMV (its output equals a direct dp4a launch);
     at T > 1 and for plain tensors the float kernels run."""
-    from localllm.kernels.linear.qlinear_triton import qlinear_triton
     from localllm.kernels.fused.quant_act import QAct
+    from localllm.kernels.linear.qlinear_triton import qlinear_triton
 
     w = pack_weight(random_raw(QT.Q4_K, 64, 512, seed=2), DEV)
     x = torch.randn(1, 512, device=DEV)

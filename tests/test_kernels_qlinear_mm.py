@@ -70,7 +70,9 @@ def test_qmm_shrinks_configs_that_do_not_fit(monkeypatch) -> None:
     w = pack_weight(random_raw(QT.Q4_K, 40, 256, seed=3))
     x = torch.randn(5, 256)
     cfg = mm.MMConfig(16, 64, 8, stages=3, swap=True)
-    out = mm.qmm_launch(x, [w.tensors[p] for p in kernel_facts("q4_k").planes], "q4_k", 40, None, cfg)
+    out = mm.qmm_launch(
+        x, [w.tensors[p] for p in kernel_facts("q4_k").planes], "q4_k", 40, None, cfg
+    )
     torch.testing.assert_close(out, qlinear_ref(x, w, None), rtol=1e-4, atol=1e-3)
     assert [(c.stages, c.bn) for c in tried] == [(3, 64), (2, 64), (2, 32)]
     tried.clear()
@@ -103,7 +105,9 @@ def test_split_k_leaves_its_workspace_zeroed() -> None:
         w = pack_weight(random_raw(QT.Q4_K, n, 512, seed=n), dev)
         x = torch.randn(t, 512, generator=torch.Generator().manual_seed(t)).to(dev)
         cfg = mm.MMConfig(16, 32, 8, split=split, swap=True)
-        out = mm.qmm_launch(x, [w.tensors[p] for p in kernel_facts("q4_k").planes], "q4_k", n, None, cfg)
+        out = mm.qmm_launch(
+            x, [w.tensors[p] for p in kernel_facts("q4_k").planes], "q4_k", n, None, cfg
+        )
         ref = qlinear_ref(x, w, None)
         torch.testing.assert_close(out, ref, rtol=1e-3, atol=1e-3 * ref.abs().max().item())
     assert all(int(b.abs().sum()) == 0 for b in mm._WORKSPACE.buffers())

@@ -7,8 +7,8 @@ import os
 import pytest
 import torch
 
-from localllm.kernels.registry import Ops, triton_available
 from localllm.kernels.attention.kv_dtypes import dequantize_kv, quantize_kv
+from localllm.kernels.registry import Ops, triton_available
 
 REF = Ops("reference")
 DEV = "cuda" if torch.cuda.is_available() else "cpu"

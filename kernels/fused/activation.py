@@ -6,7 +6,6 @@ import torch
 import torch.nn.functional as F
 
 
-
 def silu_mul(gate: torch.Tensor, up: torch.Tensor, quant: str | None = None) -> torch.Tensor:
     """gate, up [T, F] (may be strided views of one [T, 2F] tensor) -> [T, F] in gate.dtype.
     `quant` is for the Triton version (see `norm.rms_norm`)."""

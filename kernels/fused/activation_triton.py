@@ -68,4 +68,4 @@ def silu_mul(gate: torch.Tensor, up: torch.Tensor, quant: str | None = None) -> 
         QUANT=code,
         num_warps=4 if block >= 512 else 2,
     )
-    return QAct(out, {quant: (xq, xs)}) if code else out
+    return QAct(out, {quant: (xq, xs)}) if code and quant is not None else out

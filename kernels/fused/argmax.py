@@ -5,7 +5,6 @@ from __future__ import annotations
 import torch
 
 
-
 def argmax_ref(logits: torch.Tensor) -> torch.Tensor:
     """logits [S, V] float -> int64 [S]: the first index of each row's maximum."""
     if logits.dim() != 2:

@@ -11,7 +11,6 @@ import torch
 import triton
 import triton.language as tl
 
-
 BLOCK = 4096
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import torch
 
 
-
 def rms_norm(
     x: torch.Tensor, weight: torch.Tensor, eps: float, quant: str | None = None
 ) -> torch.Tensor:

@@ -115,7 +115,7 @@ def _launch(
         num_warps=warps,
     )
     y = out.view(x.shape)
-    res = QAct(y, {quant: (xq, xs)}) if code else y
+    res = QAct(y, {quant: (xq, xs)}) if code and quant is not None else y
     return res, r_out.view(x.shape) if residual is not None else None
 
 

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import torch
 
-from localllm.kernels.linear.qlinear import QuantWeight, linear_stacked, qlinear_ref
 from localllm.kernels.fused.quant_act import QAct
 from localllm.kernels.fused.rope_kv import rope_store_kv as rope_store_kv_ref
+from localllm.kernels.linear.qlinear import QuantWeight, linear_stacked, qlinear_ref
 
 
 @dataclass(frozen=True)

@@ -8,14 +8,14 @@ from __future__ import annotations
 import torch
 
 from localllm.kernels.fused.qkv_rope import Heads, compose
-from localllm.kernels.linear.qlinear import QuantWeight
-from localllm.kernels.linear.dp4a_triton import dp4a_rope_launch
-from localllm.kernels.linear.qlinear_triton import qlinear_triton
 from localllm.kernels.fused.quant_act import ACT_LAYOUT, QAct
-from localllm.kernels.plan import qkv_fusable
-from localllm.kernels.quant import kernel_facts
 from localllm.kernels.fused.quant_act_triton import fill_lazily
 from localllm.kernels.fused.rope_kv_triton import rope_store_kv as rope_store_kv_triton
+from localllm.kernels.linear.dp4a_triton import dp4a_rope_launch
+from localllm.kernels.linear.qlinear import QuantWeight
+from localllm.kernels.linear.qlinear_triton import qlinear_triton
+from localllm.kernels.plan import qkv_fusable
+from localllm.kernels.quant import kernel_facts
 
 
 def qkv_rope_store(x: torch.Tensor | QAct, ws: list[QuantWeight], bias: torch.Tensor | None,

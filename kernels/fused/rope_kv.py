@@ -12,6 +12,7 @@ import torch
 
 from localllm.kernels.attention.kv_dtypes import is_quantized, quantize_kv
 
+
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool) -> None:
     """Rotate x [T, H, D] in place; cos/sin [T, D/2] fp32. Computes in fp32."""
     if interleaved:  # GGUF llama pairs (x[2i], x[2i+1])

@@ -187,8 +187,8 @@ def rope_store_kv(
     qmax = kv_qmax(k_cache.dtype)
     if qmax and (k_scale is None or v_scale is None or k_scale.stride(-1) != 1):
         raise ValueError(f"rope_store_kv: a {k_cache.dtype} cache needs unit-stride scales")
-    ks = k_scale if qmax else k_cache  # dummies when unused
-    vs = v_scale if qmax else v_cache
+    ks = k_scale if qmax and k_scale is not None else k_cache  # dummies when unused
+    vs = v_scale if qmax and v_scale is not None else v_cache
     t, hq, d = q.shape
     hkv = k.shape[1]
     if t == 0:

@@ -31,7 +31,7 @@ from localllm.kernels.quant import kernel_facts
 
 
 @triton.jit
-def _byte(v, I: tl.constexpr, SIGNED: tl.constexpr):
+def _byte(v, I: tl.constexpr, SIGNED: tl.constexpr):  # noqa: E741
     if SIGNED:
         b = (v << (24 - 8 * I)) >> 24
     else:
@@ -198,7 +198,7 @@ def _dp4a_dot(xw, xs, p0, p1, p2, p3, p4, rows, G, g_lo, g_hi, FMT: tl.constexpr
                 acc += s1 * (dx * si1.to(tl.float32) - 32.0 * x_hi)
             else:
                 acc += s0 * dx * si.to(tl.float32) - m0 * x_all
-        w, e, s0, m0, s1, m1 = nw, ne, ns0, nm0, ns1, nm1
+        w, e, s0, m0, s1, m1 = nw, ne, ns0, nm0, ns1, nm1  # noqa: F841 (m1: uniform tuple)
         g = gn
     return tl.sum(acc, axis=0)
 

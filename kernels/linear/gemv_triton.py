@@ -18,7 +18,13 @@ import torch
 import triton
 import triton.language as tl
 
-from localllm.kernels.linear.gemv_core_triton import MODE_DOT, MODE_STORE, MODE_VEC, _consume, _write_out
+from localllm.kernels.linear.gemv_core_triton import (
+    MODE_DOT,
+    MODE_STORE,
+    MODE_VEC,
+    _consume,
+    _write_out,
+)
 from localllm.kernels.linear.half2_triton import _vec_h2
 from localllm.kernels.linear.qmm_triton import BIG_SMEM
 from localllm.kernels.plan import DOT_MAX_T

@@ -38,6 +38,7 @@ class QuantWeight:
 
 # ---------------------------------------------------------------------------------- packing
 
+
 def pack_weight(
     raw: RawTensor, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float16
 ) -> QuantWeight:

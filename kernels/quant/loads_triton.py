@@ -24,7 +24,6 @@ def _ld(ptr, mask, MASKED: tl.constexpr):
     return v
 
 
-
 @triton.jit
 def _load_words(p, rows, g, gmask, G, W: tl.constexpr, MASKED: tl.constexpr):
     """[BN, NG, W] from a plane with W entries per group (16-byte loads for int32)."""

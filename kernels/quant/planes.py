@@ -94,7 +94,6 @@ def knibbles(qs: torch.Tensor) -> torch.Tensor:
     return torch.cat([q & 15, q >> 4], dim=3).reshape(qs.shape[0], -1, 32)
 
 
-
 def pack_planes(packer: Packer, block: int, size: int, data: np.ndarray, n: int, k: int,
                 device: torch.device | str) -> Planes:  # fmt: skip
     """GGUF block bytes [n, row_bytes] -> planes on `device`, repacked there in row chunks by

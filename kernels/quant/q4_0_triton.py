@@ -7,6 +7,7 @@ import triton.language as tl
 
 from localllm.kernels.quant.loads_triton import _load_reversed, _load_words
 
+
 @triton.jit
 def load_tile(qs, d, p2, p3, p4, rows, g, gmask, G, MASKED: tl.constexpr):
     words = _load_words(qs, rows, g, gmask, G, 4, MASKED)  # [BN, NG, 4]

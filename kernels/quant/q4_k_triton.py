@@ -9,6 +9,7 @@ import triton.language as tl
 
 from localllm.kernels.quant.loads_triton import _load_pair, _load_super, _load_words
 
+
 @triton.jit
 def k_affine(sm, d, dmin, rows, g, gmask, G, MASKED: tl.constexpr):
     """(d * scale, dmin * min) fp32 [BN, NG] of Q4_K/Q5_K groups."""

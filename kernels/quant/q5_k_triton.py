@@ -8,6 +8,7 @@ import triton.language as tl
 from localllm.kernels.quant.loads_triton import _load_words
 from localllm.kernels.quant.q4_k_triton import k_affine
 
+
 @triton.jit
 def load_tile(qs, sm, d, dmin, qh, rows, g, gmask, G, MASKED: tl.constexpr):
     words = _load_words(qs, rows, g, gmask, G, 4, MASKED)  # [BN, NG, 4]

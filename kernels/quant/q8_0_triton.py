@@ -9,6 +9,7 @@ from localllm.kernels.quant.loads_triton import _ld, _load_words
 
 SIGN_FLIP = tl.constexpr(-0x7F7F7F80)  # int32 0x80808080: int8 q -> unsigned q + 128 per byte
 
+
 @triton.jit
 def load_tile(qs, d, p2, p3, p4, rows, g, gmask, G, MASKED: tl.constexpr):
     """16-element groups (4 words of 4 bytes), one scale per 2 groups."""

@@ -12,7 +12,12 @@ from localllm.config import ModelConfig
 from localllm.errors import ModelLoadError
 from localllm.formats.gguf import GGUFFile, RawTensor
 from localllm.formats.quants import check_supported, dequantize, dequantize_tensor
-from localllm.kernels.linear.qlinear import QuantWeight, concat_weights, dequantize_weight, pack_weight
+from localllm.kernels.linear.qlinear import (
+    QuantWeight,
+    concat_weights,
+    dequantize_weight,
+    pack_weight,
+)
 
 _FLOAT_QTYPES = {GGMLQuantizationType.F32, GGMLQuantizationType.F16, GGMLQuantizationType.BF16}
 
