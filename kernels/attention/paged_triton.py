@@ -110,22 +110,12 @@ def _check_layout(
 
 
 def run_paged_attention(
-    q,
-    k_cache,
-    v_cache,
-    k_scale,
-    v_scale,
-    block_tables,
-    cu_seqlens_q,
-    seq_lens,
-    max_q_len,
-    max_seq_len,
-    scale,
-    out=None,
-    parts=None,
-    num_stages=2,
-    quant=None,
-):
+    q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, k_scale: torch.Tensor | None,
+    v_scale: torch.Tensor | None, block_tables: torch.Tensor, cu_seqlens_q: torch.Tensor,
+    seq_lens: torch.Tensor, max_q_len: int, max_seq_len: int, scale: float,
+    out: torch.Tensor | None = None, parts: int | None = None, num_stages: int = 2,
+    quant: str | None = None,
+) -> torch.Tensor | QAct:  # fmt: skip
     """paged_attention with a forced number of KV partitions / pipeline stages (tests, bench).
     With `quant` (an int8 layout), one token and a split-KV plan, the merge also writes the
     int8 form of the output (as one row [Hq D]) and a QAct is returned. A decode plan merges
@@ -146,8 +136,8 @@ def run_paged_attention(
         batch, n_kv, group, d_pad, max_q_len, max_seq_len, _target_programs(q.device), parts
     )
     kv_quant = is_quantized(k_cache.dtype)
-    ks = k_scale if kv_quant else k_cache  # unused dummies for float caches
-    vs = v_scale if kv_quant else v_cache
+    ks = k_scale if kv_quant and k_scale is not None else k_cache  # dummies for float caches
+    vs = v_scale if kv_quant and v_scale is not None else v_cache
     split = plan.parts > 1
     # decode split-KV merges in the kernel (the last partition of each row tile to finish)
     merge = split and max_q_len <= DECODE_MAX_Q
@@ -159,69 +149,22 @@ def run_paged_attention(
     grid = (plan.m_blocks, batch * n_kv, plan.parts)
     cnt = _COUNTERS.get(q.device, grid[0] * grid[1]) if merge else lse_p
     _attn_kernel[grid](
-        q,
-        k_cache,
-        v_cache,
-        ks,
-        vs,
-        block_tables,
-        cu_seqlens_q,
-        seq_lens,
-        out,
-        out_p,
-        lse_p,
-        q.stride(0),
-        q.stride(1),
-        *k_cache.stride()[:3],
-        *v_cache.stride()[:3],
-        ks.stride(0),
-        ks.stride(1),
-        vs.stride(0),
-        vs.stride(1),
-        block_tables.stride(0),
-        out.stride(0),
-        out.stride(1),
-        *lse_p.stride(),
-        n_kv,
-        plan.part_len,
-        scale * math.log2(math.e),
-        cnt,
-        xq,
-        xs,
-        G=group,
-        BLOCK_M=plan.block_m,
-        BLOCK_N=plan.block_n,
-        HEAD_DIM=d,
-        D_PAD=d_pad,
-        BLOCK_SIZE=bs,
-        QUANT=kv_quant,
-        SPLIT=split,
-        IEEE=q.dtype == torch.float32,
-        MERGE=merge,
-        OUT_QUANT=code if merge else 0,
-        num_warps=plan.num_warps,
-        num_stages=num_stages,
-    )
+        q, k_cache, v_cache, ks, vs, block_tables, cu_seqlens_q, seq_lens, out, out_p,
+        lse_p, q.stride(0), q.stride(1), *k_cache.stride()[:3], *v_cache.stride()[:3],
+        ks.stride(0), ks.stride(1), vs.stride(0), vs.stride(1), block_tables.stride(0),
+        out.stride(0), out.stride(1), *lse_p.stride(), n_kv, plan.part_len,
+        scale * math.log2(math.e), cnt, xq, xs, G=group, BLOCK_M=plan.block_m,
+        BLOCK_N=plan.block_n, HEAD_DIM=d, D_PAD=d_pad, BLOCK_SIZE=bs, QUANT=kv_quant,
+        SPLIT=split, IEEE=q.dtype == torch.float32, MERGE=merge,
+        OUT_QUANT=code if merge else 0, num_warps=plan.num_warps, num_stages=num_stages,
+    )  # fmt: skip
     if split and not merge:
         _merge_kernel[(t, hq)](
-            out_p,
-            lse_p,
-            out,
-            xq,
-            xs,
-            lse_p.stride(0),
-            lse_p.stride(1),
-            out.stride(0),
-            out.stride(1),
-            plan.parts,
-            hq,
-            HEAD_DIM=d,
-            D_PAD=d_pad,
-            P_PAD=max(2, triton.next_power_of_2(plan.parts)),
-            QUANT=code,
-            num_warps=4,
-        )
-    if code and out.is_contiguous():
+            out_p, lse_p, out, xq, xs, lse_p.stride(0), lse_p.stride(1), out.stride(0),
+            out.stride(1), plan.parts, hq, HEAD_DIM=d, D_PAD=d_pad,
+            P_PAD=max(2, triton.next_power_of_2(plan.parts)), QUANT=code, num_warps=4,
+        )  # fmt: skip
+    if code and quant is not None and out.is_contiguous():
         return QAct(out.view(1, hq * d), {quant: (xq, xs)})
     return out
 

@@ -175,14 +175,8 @@ def rope_store_kv(
 ) -> None:
     """Same contract as the reference in rope_kv.py (q and k are rotated in place)."""
     check_rope_store_args(q, k, v, positions, cos_sin, k_cache, v_cache, slot_mapping)
-    for name, x in (
-        ("q", q),
-        ("k", k),
-        ("v", v),
-        ("cos_sin", cos_sin),
-        ("k_cache", k_cache),
-        ("v_cache", v_cache),
-    ):
+    named = {"q": q, "k": k, "v": v, "cos_sin": cos_sin, "k_cache": k_cache, "v_cache": v_cache}
+    for name, x in named.items():
         _unit_last(name, x)
     qmax = kv_qmax(k_cache.dtype)
     if qmax and (k_scale is None or v_scale is None or k_scale.stride(-1) != 1):
@@ -197,40 +191,14 @@ def rope_store_kv(
     cs = cos_sin.float()  # [max_pos, D]
     kvb = 1  # KV heads per program
     _rope_store_kernel[(t, triton.cdiv(hkv, kvb))](
-        q,
-        k,
-        v,
-        positions,
-        cs,
-        k_cache,
-        v_cache,
-        ks,
-        vs,
-        slot_mapping,
-        q.stride(0),
-        q.stride(1),
-        k.stride(0),
-        k.stride(1),
-        v.stride(0),
-        v.stride(1),
-        cs.stride(0),
-        *k_cache.stride()[:3],
-        *v_cache.stride()[:3],
-        ks.stride(0),
-        ks.stride(1),
-        vs.stride(0),
-        vs.stride(1),
-        hq,
-        hkv,
-        BLOCK_SIZE=k_cache.shape[2],
-        HALF=half,
-        HALF_PAD=triton.next_power_of_2(half),
-        HQ_PAD=triton.next_power_of_2(kvb * (hq // hkv)),
-        HKV_PAD=kvb,
-        INTERLEAVED=bool(interleaved),
-        QMAX=qmax,
+        q, k, v, positions, cs, k_cache, v_cache, ks, vs, slot_mapping, q.stride(0),
+        q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), cs.stride(0),
+        *k_cache.stride()[:3], *v_cache.stride()[:3], ks.stride(0), ks.stride(1),
+        vs.stride(0), vs.stride(1), hq, hkv, BLOCK_SIZE=k_cache.shape[2], HALF=half,
+        HALF_PAD=triton.next_power_of_2(half), HQ_PAD=triton.next_power_of_2(kvb * (hq // hkv)),
+        HKV_PAD=kvb, INTERLEAVED=bool(interleaved), QMAX=qmax,
         num_warps=_num_warps(kvb, half),
-    )
+    )  # fmt: skip
 
 
 def _num_warps(kv_heads: int, half: int) -> int:
