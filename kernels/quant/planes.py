@@ -10,12 +10,8 @@ group belongs to the same 32-element (Q4/Q5/Q8) or, per field half, 16-element (
 Extra bits ride along in the same element order: Q5_K keeps one byte per word (bit s = 5th
 bit of field s), Q6_K one int16 per word (bits 2s, 2s+1 = the top two bits of field s).
 
-Planes (N = out features, G = K // 32 groups, S = K // 256 super-blocks):
-  q8_0  qs int32 [N, 8G]   d  fp16 [N, G]
-  q4_0  qs int32 [N, 4G]   d  fp16 [N, G] (reversed)
-  q4_k  qs int32 [N, 4G]   sm uint8 [N, 2G] (6-bit scale, 6-bit min)   d, dmin fp16 [N, S]
-  q5_k  as q4_k, plus qh uint8 [N, 4G]
-  q6_k  ql int32 [N, 4G]   qh int16 [N, 4G]   sc int8 [N, 2G] (16-element scales)   d fp16 [N, S]
+Each format's planes (N = out features, G = K // 32 groups, S = K // 256 super-blocks) are
+listed in its module's docstring (`q8_0.py`, `q4_0.py`, `q4_k.py`, `q5_k.py`, `q6_k.py`).
 Per-group scales are read either in pairs (a trailing dim of 2) or through a non-contiguous
 index (reversed, or one per 2 or 8 groups): then Triton gives their loads the same thread
 layout as the quant words, and the kernel needs no shared-memory layout conversion.
