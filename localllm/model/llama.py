@@ -12,8 +12,8 @@ import torch
 
 from localllm.config import ModelConfig
 from localllm.kernels.fused.qkv_rope import Heads
+from localllm.kernels.fused.quant_act import QAct, int8_layout, plain
 from localllm.kernels.linear.qlinear import linear_stacked
-from localllm.kernels.fused.quant_act import QAct, int8_layout
 from localllm.kernels.registry import Ops
 from localllm.model.batch import ForwardBatch, KVCache
 from localllm.model.weights import LayerWeights, ModelWeights
@@ -59,7 +59,8 @@ class LlamaModel:
     ) -> torch.Tensor:
         cfg, ops = self.cfg, self.ops
         T = x.shape[0]
-        if layer.q_norm is None:  # one op: projection, RoPE and KV store (fused for decode)
+        q_norm, k_norm = layer.q_norm, layer.k_norm  # [head_dim] each (qwen3) or None
+        if q_norm is None or k_norm is None:  # one op: projection, RoPE and KV store (fused)
             qkv = ops.qkv_rope_store(x, layer.wqkv, layer.bqkv, self.heads, fb.positions,
                                      self.cos_sin, kv.k[i], kv.v[i], kv.k_scale[i], kv.v_scale[i],
                                      fb.slot_mapping)  # [T, q + 2 kv]  # fmt: skip
@@ -69,8 +70,8 @@ class LlamaModel:
             q = qkv[:, : cfg.q_size].view(T, cfg.n_heads, cfg.head_dim)
             k = qkv[:, cfg.q_size : cfg.q_size + cfg.kv_size].view(T, cfg.n_kv_heads, cfg.head_dim)
             v = qkv[:, cfg.q_size + cfg.kv_size :].view(T, cfg.n_kv_heads, cfg.head_dim)
-            q = ops.rms_norm(q.reshape(-1, cfg.head_dim), layer.q_norm, cfg.rms_eps).view(q.shape)
-            k = ops.rms_norm(k.reshape(-1, cfg.head_dim), layer.k_norm, cfg.rms_eps).view(k.shape)
+            q = plain(ops.rms_norm(q.reshape(-1, cfg.head_dim), q_norm, cfg.rms_eps)).view(q.shape)
+            k = plain(ops.rms_norm(k.reshape(-1, cfg.head_dim), k_norm, cfg.rms_eps)).view(k.shape)
             ops.rope_store_kv(
                 q,
                 k,
@@ -132,7 +133,7 @@ class LlamaModel:
             h = h.index_select(0, fb.logits_indices)
             residual = residual.index_select(0, fb.logits_indices)
         x, _ = ops.add_rms_norm(h, residual, self.w.norm, eps)
-        return x
+        return plain(x)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """[S, dim] -> [S, vocab] float32."""
