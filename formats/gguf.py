@@ -270,9 +270,7 @@ class GGUFFile:
         plain = _PLAIN_DTYPES.get(qtype)
         data: np.ndarray
         if plain is not None:
-            data: np.ndarray = np.frombuffer(
-                self._buf, dtype=plain, count=n_elems, offset=start
-            ).reshape(shape)
+            data = np.frombuffer(self._buf, dtype=plain, count=n_elems, offset=start).reshape(shape)
         else:
             byte_shape = (*shape[:-1], dims[0] // block * type_size)
             data = np.frombuffer(self._buf, dtype=np.uint8, count=nbytes, offset=start)
