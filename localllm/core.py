@@ -10,6 +10,10 @@ from dataclasses import dataclass, field
 from localllm.errors import RequestError
 from localllm.sampling_defaults import API
 
+# below this a temperature is greedy: logits / T would overflow float32 (T <= 1e-38 made
+# every logit inf and every token <unk>), and it picks the argmax anyway (vLLM's epsilon)
+GREEDY_TEMPERATURE = 1e-5
+
 
 @dataclass
 class SamplingParams:
@@ -62,7 +66,7 @@ class SamplingParams:
     def greedy(self) -> bool:
         """The one greedy predicate (the sampler, its fast paths and the engine derive theirs
         from it): the token is the argmax of the processed logits, nothing is drawn."""
-        return self.temperature == 0.0 or self.top_k == 1
+        return self.temperature < GREEDY_TEMPERATURE or self.top_k == 1
 
     @property
     def raw_argmax(self) -> bool:

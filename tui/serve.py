@@ -28,7 +28,7 @@ def make_server(engine: Any, model_name: str, host: str, port: int) -> tuple[Any
     except OSError as e:
         sock.close()
         raise LocalLLMError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
-    app = create_app(ServerSettings(model_name=model_name), lambda: engine)
+    app = create_app(ServerSettings(model_name=model_name, host=host, port=port), lambda: engine)
     # log_config=None: uvicorn must not print into the terminal the chat is drawing on
     config = uvicorn.Config(
         app, log_config=None, access_log=False, log_level="warning", lifespan="on"

@@ -49,6 +49,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="allow browser requests from ORIGIN (repeatable; '*' for any)",
     )
     g.add_argument("--max-n", type=int, default=16, help="most choices (n) per request")
+    g.add_argument(
+        "--strict-model-name",
+        action="store_true",
+        help="answer 404 to a `model` other than the served name or the file name "
+        "(default: any name is answered by the loaded model, as llama-server does)",
+    )
+    g.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also accept requests whose Host header is NAME (repeatable; '*' for any). "
+        "Default: IP addresses, localhost and the --host name",
+    )
     p.set_defaults(func=run)
 
 
@@ -59,7 +73,18 @@ def settings_from_args(args: argparse.Namespace) -> ServerSettings:
     name = args.served_model_name or path.stem
     typed = getattr(args, "model_reference", args.model)  # owner/repo:QUANT as given
     aliases = tuple(dict.fromkeys(a for a in (path.name, path.stem, typed) if a != name))
-    return ServerSettings(name, aliases, args.api_key, tuple(args.cors_origin), max_n=args.max_n)
+    return ServerSettings(
+        name,
+        aliases,
+        args.api_key,
+        tuple(args.cors_origin),
+        max_n=args.max_n,
+        strict_model_name=args.strict_model_name,
+        host=args.host,
+        port=args.port,
+        allowed_hosts=tuple(args.allowed_host),
+        model_path=str(path),
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -69,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
     from localllm.errors import LocalLLMError
     from localllm.server import create_app
 
+    settings_from_args(args)  # a bad option is one line before any download
     args = argparse.Namespace(**vars(args), model_reference=args.model)
     args.model = model_path(args.model)  # pulled now, before the server starts
     settings = settings_from_args(args)
@@ -84,11 +110,14 @@ def run(args: argparse.Namespace) -> int:
             server.should_exit = True
 
     app = create_app(settings, lambda: AsyncEngine.from_config(cfg), on_load_error)
-    if args.host not in ("127.0.0.1", "localhost", "::1") and settings.api_key is None:
+    if not settings.loopback and settings.api_key is None:
         log.warning("serving on %s without --api-key: anyone on the network can use it", args.host)
     server = uvicorn.Server(
         uvicorn.Config(
-            app, host=args.host, port=args.port, log_level="info" if args.verbose else "warning"
+            app,
+            host=settings.host,
+            port=settings.port,
+            log_level="info" if args.verbose else "warning",
         )
     )
     print(

@@ -21,7 +21,9 @@ def top_p_(logits: torch.Tensor, top_p: torch.Tensor) -> None:
     sorted_logits, order = logits.sort(dim=-1, descending=True)  # [S, V]
     p = sorted_logits.softmax(dim=-1)
     above = p.cumsum(dim=-1) - p  # mass strictly before each sorted token; 0 for the top one
-    drop = torch.empty_like(above, dtype=torch.bool).scatter_(1, order, above >= top_p)
+    drop_sorted = above >= top_p
+    drop_sorted[:, 0] = False  # the most likely token always stays (top_p may underflow to 0)
+    drop = torch.empty_like(above, dtype=torch.bool).scatter_(1, order, drop_sorted)
     logits.masked_fill_(drop, NEG_INF)
 
 

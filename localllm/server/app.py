@@ -16,6 +16,8 @@ from localllm.server import (
     routes_chat,
     routes_completions,
     routes_infill,
+    routes_llamacpp,
+    routes_ollama,
     routes_system,
     routes_tokens,
 )
@@ -25,13 +27,22 @@ from localllm.server.metrics import ServerMetrics, engine_snapshot
 from localllm.server.middleware import (
     AuthMiddleware,
     BodyLimitMiddleware,
-    JsonBodyMiddleware,
     RequestCountMiddleware,
 )
+from localllm.server.safety import SafetyMiddleware
 from localllm.server.settings import ServerSettings
 from localllm.server.state import EngineHolder
+from localllm.server.warmer import PromptWarmer
 
-ROUTERS = (routes_system, routes_chat, routes_completions, routes_infill, routes_tokens)
+ROUTERS = (
+    routes_system,
+    routes_chat,
+    routes_completions,
+    routes_infill,
+    routes_tokens,
+    routes_llamacpp,
+    routes_ollama,
+)
 
 
 def create_app(
@@ -46,7 +57,7 @@ def create_app(
     def snapshot() -> dict[str, Any] | None:
         return holder.get().run_sync(engine_snapshot) if holder.ready else None
 
-    ctx = ServerContext(settings, holder, ServerMetrics(snapshot), int(time.time()))
+    ctx = ServerContext(settings, holder, ServerMetrics(snapshot), int(time.time()), PromptWarmer())
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -54,6 +65,7 @@ def create_app(
         try:
             yield
         finally:
+            ctx.warmer.close()
             holder.close()
 
     app = FastAPI(
@@ -66,8 +78,8 @@ def create_app(
     for module in ROUTERS:
         app.include_router(module.router)
     install_error_handlers(app)
-    # added innermost first: requests pass counting -> CORS -> auth -> body limit -> JSON -> routes
-    app.add_middleware(JsonBodyMiddleware)
+    # added innermost first: requests pass counting -> safety (Host, Origin, content type)
+    # -> CORS -> auth -> body limit -> routes
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     if settings.api_key is not None:
         app.add_middleware(AuthMiddleware, api_key=settings.api_key)
@@ -78,6 +90,7 @@ def create_app(
             allow_methods=["*"],
             allow_headers=["*"],
         )
+    app.add_middleware(SafetyMiddleware, settings=settings)
     paths = frozenset(getattr(r, "path", "") for m in ROUTERS for r in m.router.routes)
     app.add_middleware(RequestCountMiddleware, metrics=ctx.metrics, routes=paths)
     return app

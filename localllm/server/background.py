@@ -55,15 +55,22 @@ class BackgroundServer:
         self.stop()
 
 
-def model_server(model: str | Path, api_key: str | None = None, **engine: Any) -> BackgroundServer:
-    """A started server for one GGUF file (name: the file stem); `engine` sets EngineConfig
-    fields (device="cpu", max_model_len=256 ...)."""
+def model_server(
+    model: str | Path,
+    api_key: str | None = None,
+    server: dict[str, Any] | None = None,
+    **engine: Any,
+) -> BackgroundServer:
+    """A started server for one GGUF file (name: the file stem); `server` sets other
+    ServerSettings fields, `engine` EngineConfig fields (device="cpu", max_model_len=256 ...)."""
     from localllm.config import EngineConfig
     from localllm.engine.async_engine import AsyncEngine
     from localllm.server.app import create_app
 
     cfg = EngineConfig(model=str(model), **engine)
-    settings = ServerSettings(Path(model).stem, (Path(model).name,), api_key)
+    settings = ServerSettings(
+        Path(model).stem, (Path(model).name,), api_key, model_path=str(model), **(server or {})
+    )
     return BackgroundServer(create_app(settings, lambda: AsyncEngine.from_config(cfg))).start()
 
 

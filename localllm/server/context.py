@@ -11,6 +11,7 @@ from localllm.engine.async_engine import AsyncEngine
 from localllm.server.metrics import ServerMetrics
 from localllm.server.settings import ServerSettings
 from localllm.server.state import EngineHolder
+from localllm.server.warmer import PromptWarmer
 
 
 @dataclass
@@ -19,6 +20,7 @@ class ServerContext:
     holder: EngineHolder
     metrics: ServerMetrics
     created: int  # unix time the server started (the model card's `created`)
+    warmer: PromptWarmer  # prompt-only jobs that fill the prefix cache (n_predict 0)
 
 
 def get_context(request: Request) -> ServerContext:

@@ -7,15 +7,17 @@ logged; the process keeps serving.
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from localllm.errors import LocalLLMError, RequestError
+from localllm.server.fields import FieldError
 
 log = logging.getLogger("localllm.server")
 
@@ -25,7 +27,9 @@ ERROR_TYPES = {
     401: "authentication_error",
     404: "not_found_error",
     405: "invalid_request_error",
+    403: "permission_error",
     413: "invalid_request_error",
+    415: "invalid_request_error",
     422: "invalid_request_error",
     500: "server_error",
     503: "service_unavailable",
@@ -61,9 +65,25 @@ class APIError(Exception):
             }
         }
 
-    def response(self) -> JSONResponse:
-        headers = {"WWW-Authenticate": "Bearer"} if self.status == 401 else None
-        return JSONResponse(self.body(), status_code=self.status, headers=headers)
+    def body_for(self, path: str) -> dict[str, Any]:
+        """Ollama's routes (/api/...) answer `{"error": "message"}`, as Ollama does."""
+        return {"error": self.message} if is_ollama_path(path) else self.body()
+
+    def encoded(self, path: str = "") -> bytes:
+        # ASCII-escaped: a message can never fail to encode (lone surrogates in echoed input)
+        return json.dumps(self.body_for(path), ensure_ascii=True).encode()
+
+    def headers(self) -> dict[str, str]:
+        return {"WWW-Authenticate": "Bearer"} if self.status == 401 else {}
+
+    def response(self, path: str = "") -> Response:
+        return Response(
+            self.encoded(path), self.status, self.headers(), media_type="application/json"
+        )
+
+
+def is_ollama_path(path: str) -> bool:
+    return path.startswith("/api/")
 
 
 def from_request_error(e: RequestError) -> APIError:
@@ -89,6 +109,10 @@ def from_validation_error(e: RequestValidationError) -> APIError:
             400, f"We could not parse the JSON body of your request: {detail}", code="invalid_json"
         )
     param = _loc_param(tuple(first.get("loc", ())))
+    cause = (first.get("ctx") or {}).get("error")
+    if isinstance(cause, FieldError):
+        param = f"{param}.{cause.param}" if param else cause.param
+        return APIError(400, cause.message, code=cause.code, param=param)
     msg = f"Invalid '{param}': {first.get('msg')}" if param else str(first.get("msg"))
     if len(errors) > 1:
         msg += f" (and {len(errors) - 1} more error{'s' if len(errors) > 2 else ''})"
@@ -107,39 +131,39 @@ def error_body(e: Exception) -> dict[str, Any]:
     return APIError(500, f"internal error: {type(e).__name__}: {e}", code="internal_error").body()
 
 
-async def _api_error(request: Request, e: Exception) -> JSONResponse:
+async def _api_error(request: Request, e: Exception) -> Response:
     assert isinstance(e, APIError)
-    return e.response()
+    return e.response(request.url.path)
 
 
-async def _request_error(request: Request, e: Exception) -> JSONResponse:
+async def _request_error(request: Request, e: Exception) -> Response:
     if isinstance(e, RequestError):
-        return from_request_error(e).response()
-    return APIError(400, str(e)).response()
+        return from_request_error(e).response(request.url.path)
+    return APIError(400, str(e)).response(request.url.path)
 
 
-async def _validation_error(request: Request, e: Exception) -> JSONResponse:
+async def _validation_error(request: Request, e: Exception) -> Response:
     assert isinstance(e, RequestValidationError)
-    return from_validation_error(e).response()
+    return from_validation_error(e).response(request.url.path)
 
 
-async def _http_error(request: Request, e: Exception) -> JSONResponse:
+async def _http_error(request: Request, e: Exception) -> Response:
     assert isinstance(e, StarletteHTTPException)
     if e.status_code == 404:
         msg = f"Unknown route {request.method} {request.url.path}"
-        return APIError(404, msg, code="unknown_url").response()
+        return APIError(404, msg, code="unknown_url").response(request.url.path)
     if e.status_code == 405:
         msg = f"Method {request.method} is not allowed on {request.url.path}"
-        return APIError(405, msg, code="method_not_allowed").response()
+        return APIError(405, msg, code="method_not_allowed").response(request.url.path)
     code = "request_too_large" if e.status_code == 413 else None
-    return APIError(e.status_code, str(e.detail), code=code).response()
+    return APIError(e.status_code, str(e.detail), code=code).response(request.url.path)
 
 
-async def _internal_error(request: Request, e: Exception) -> JSONResponse:
+async def _internal_error(request: Request, e: Exception) -> Response:
     log.exception("unhandled error on %s %s", request.method, request.url.path)
     return APIError(
         500, f"internal error: {type(e).__name__}: {e}", code="internal_error"
-    ).response()
+    ).response(request.url.path)
 
 
 def install_error_handlers(app: FastAPI) -> None:

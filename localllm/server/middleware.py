@@ -1,4 +1,5 @@
-"""Plain ASGI middleware: API-key check, request-body size limit, per-route request counts.
+"""Plain ASGI middleware: API-key check, request-body size limit, per-route request counts
+(Host/Origin/content-type checks: `safety.py`).
 
 They answer before routing, so a missing key or an oversized body never reaches a handler
 (and never has its body parsed).
@@ -7,24 +8,15 @@ They answer before routing, so a missing key or an oversized body never reaches 
 from __future__ import annotations
 
 import hmac
-import json
 
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from localllm.server.errors import APIError
 from localllm.server.metrics import ServerMetrics
+from localllm.server.safety import send_error
 
 OPEN_PATHS = frozenset({"/health"})  # reachable without the API key
-
-
-async def _send_error(send: Send, err: APIError) -> None:
-    body = json.dumps(err.body()).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    if err.status == 401:
-        headers.append((b"www-authenticate", b"Bearer"))
-    await send({"type": "http.response.start", "status": err.status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
 
 
 class AuthMiddleware:
@@ -43,7 +35,7 @@ class AuthMiddleware:
             if not given
             else "Incorrect API key provided"
         )
-        await _send_error(send, APIError(401, msg, code="invalid_api_key"))
+        await send_error(scope, send, APIError(401, msg, code="invalid_api_key"))
 
 
 class BodyLimitMiddleware:
@@ -63,7 +55,7 @@ class BodyLimitMiddleware:
             return await self.app(scope, receive, send)
         length = dict(scope["headers"]).get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self.max_bytes:
-            return await _send_error(send, self._too_large())
+            return await send_error(scope, send, self._too_large())
         seen = 0
 
         async def limited() -> Message:
@@ -83,20 +75,6 @@ class _BodyTooLarge(StarletteHTTPException):
 
     def __init__(self) -> None:
         super().__init__(413, "request body too large")
-
-
-class JsonBodyMiddleware:
-    """Every POST body here is JSON: read it as JSON whatever Content-Type says (curl -d sends
-    form encoding), as llama.cpp's server does."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] == "POST":
-            headers = [(k, v) for k, v in scope["headers"] if k != b"content-type"]
-            scope = {**scope, "headers": [*headers, (b"content-type", b"application/json")]}
-        await self.app(scope, receive, send)
 
 
 class RequestCountMiddleware:

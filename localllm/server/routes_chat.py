@@ -14,6 +14,7 @@ from localllm.errors import RequestError
 from localllm.server import responses as R
 from localllm.server.context import Ctx, Engine
 from localllm.server.generation import collect, merged_events, primed, stream_choices
+from localllm.server.offload import check_text_size, off_loop
 from localllm.server.params import build_jobs, check_model, check_n
 from localllm.server.prompts import chat_prompt_ids
 from localllm.server.schemas import ChatCompletionRequest
@@ -32,6 +33,11 @@ def _messages(req: ChatCompletionRequest) -> list[dict[str, Any]]:
     return out
 
 
+def _text_len(req: ChatCompletionRequest) -> int:
+    parts = [m.content for m in req.messages if m.content is not None]
+    return sum(len(c) if isinstance(c, str) else sum(len(p.text) for p in c) for c in parts)
+
+
 def _logprobs_n(req: ChatCompletionRequest) -> int | None:
     if req.top_logprobs is not None and not req.logprobs:
         raise RequestError("top_logprobs needs logprobs=true", param="top_logprobs")
@@ -44,7 +50,9 @@ async def chat_completions(
 ) -> Response:
     check_model(ctx.settings, req.model)
     check_n(ctx.settings, req.n)
-    ids = chat_prompt_ids(engine.tokenizer, engine.chat_template, _messages(req))
+    messages = _messages(req)
+    check_text_size(engine.tokenizer, _text_len(req), engine.max_model_len, "messages")
+    ids = await off_loop(chat_prompt_ids, engine.tokenizer, engine.chat_template, messages)
     requested = req.max_completion_tokens or req.max_tokens
     jobs = build_jobs(req, [ids], engine.max_model_len, requested, _logprobs_n(req))
     rid = R.new_id("chatcmpl")

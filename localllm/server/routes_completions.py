@@ -14,6 +14,7 @@ from localllm.errors import RequestError
 from localllm.server import responses as R
 from localllm.server.context import Ctx, Engine
 from localllm.server.generation import collect, merged_events, primed, stream_choices
+from localllm.server.offload import check_text_size, off_loop
 from localllm.server.params import build_jobs, check_model, check_n
 from localllm.server.prompts import completion_prompts, fim_prompt_ids
 from localllm.server.schemas import CompletionRequest
@@ -24,6 +25,10 @@ MAX_CHOICES = 128  # prompts x n in one request
 
 
 def _prompts(req: CompletionRequest, engine: AsyncEngine) -> list[list[int]]:
+    """Prompt ids (runs in a worker thread)."""
+    texts = [req.prompt] if isinstance(req.prompt, str) else req.prompt
+    size = sum(len(t) for t in texts if isinstance(t, str)) + len(req.suffix or "")
+    check_text_size(engine.tokenizer, size, engine.max_model_len, "prompt")
     if req.suffix is None:
         return completion_prompts(engine.tokenizer, req.prompt)
     if not isinstance(req.prompt, str):
@@ -48,12 +53,12 @@ async def completions(
 ) -> Response:
     check_model(ctx.settings, req.model)
     check_n(ctx.settings, req.n)
-    prompts = _prompts(req, engine)
+    prompts = await off_loop(_prompts, req, engine)
     if len(prompts) * req.n > MAX_CHOICES:
         raise RequestError(
             f"at most {MAX_CHOICES} choices (prompts x n) per request", param="prompt"
         )
-    echo = _echo_texts(req, engine, prompts)
+    echo = await off_loop(_echo_texts, req, engine, prompts)
     jobs = build_jobs(req, prompts, engine.max_model_len, req.max_tokens, req.logprobs)
     rid = R.new_id("cmpl")
     events = merged_events(engine, jobs, True, ctx.metrics, "completions", rid)

@@ -47,7 +47,11 @@ async def list_models(ctx: Ctx, engine: Engine) -> dict[str, Any]:
 async def get_model(model: str, ctx: Ctx, engine: Engine) -> dict[str, Any]:
     if not ctx.settings.serves(model):
         raise APIError(
-            404, f"The model '{model}' does not exist", code="model_not_found", param="model"
+            404,
+            f"The model {ascii(model)} does not exist; this server serves "
+            f"{ascii(ctx.settings.model_name)}",
+            code="model_not_found",
+            param="model",
         )
     return _model_card(ctx, engine)
 

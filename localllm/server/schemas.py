@@ -1,45 +1,96 @@
-"""Request bodies (pydantic). Unknown fields are ignored, types are strict (no "5" for 5).
+"""Request bodies (pydantic), strictly typed (no "5" for 5). Fields a model does not declare
+go through `fields.check_extra`: neutral values of known fields pass, anything else is a 400
+naming the field. Every string of a top-level body is checked for lone surrogates first.
 
-Responses are plain dicts built in `responses.py`, shaped as OpenAI sends them.
+Value ranges live here, once (docs/server.md lists them). Responses are plain dicts built in
+`responses.py`, shaped as OpenAI sends them.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from localllm.server.fields import FieldError, check_extra, find_bad_text
 
 UINT64 = 2**64 - 1
 INT64_MIN = -(2**63)
+TEMPERATURE_MAX = 2.0  # OpenAI's range; llama.cpp's routes allow up to LLAMACPP_TEMPERATURE_MAX
+LLAMACPP_TEMPERATURE_MAX = 100.0
+REPETITION_PENALTY_RANGE = (0.01, 10.0)  # a smaller penalty overflows float32 logits
+MAX_STOP = 16
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _no_ignored_fields(self) -> _Body:
+        if self.model_extra:
+            check_extra(self.model_extra, {**self.__dict__, **self.model_extra})
+        return self
+
+
+class _Request(_Body):
+    """A whole request body: its strings are checked for lone surrogates before parsing."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _valid_unicode(cls, data: Any) -> Any:
+        bad = find_bad_text(data)
+        if bad is not None:
+            raise FieldError(
+                f"Invalid '{bad}': the text contains a lone UTF-16 surrogate (such as "
+                "\\ud800), which is not valid Unicode",
+                code="invalid_unicode",
+                param=bad,
+            )
+        return data
+
+
+def penalty_field(default: float | None) -> Any:
+    lo, hi = REPETITION_PENALTY_RANGE
+    return Field(default, ge=lo, le=hi)
 
 
 class StreamOptions(_Body):
     include_usage: bool = False
 
 
-class SamplingFields(_Body):
-    """Fields every generation endpoint shares (OpenAI names plus vLLM/llama.cpp extras)."""
+class SamplingFields(_Request):
+    """Fields every OpenAI generation endpoint shares (plus vLLM/llama.cpp extras)."""
 
     model: str | None = None
-    max_tokens: int | None = Field(None, ge=1)
-    temperature: float | None = Field(None, ge=0.0, le=2.0)
+    max_tokens: int | None = Field(None, ge=-1)  # -1 (llama.cpp): the rest of the context
+    temperature: float | None = Field(None, ge=0.0, le=TEMPERATURE_MAX)
     top_p: float | None = Field(None, gt=0.0, le=1.0)
     top_k: int | None = Field(None, ge=-1)  # 0 or -1: disabled
     min_p: float | None = Field(None, ge=0.0, le=1.0)
     presence_penalty: float | None = Field(None, ge=-2.0, le=2.0)
     frequency_penalty: float | None = Field(None, ge=-2.0, le=2.0)
-    repetition_penalty: float | None = Field(None, gt=0.0, le=10.0)
+    repetition_penalty: float | None = penalty_field(None)
+    repeat_penalty: float | None = penalty_field(None)  # llama.cpp's name for the same
+    samplers: list[str] | str | None = None  # llama.cpp: which samplers run (see params.py)
     seed: int | None = Field(None, ge=INT64_MIN, le=UINT64)
-    stop: str | list[str] | None = Field(None, max_length=16)
+    stop: str | list[str] | None = Field(None, max_length=MAX_STOP)
     n: int = Field(1, ge=1)
     stream: bool = False
     stream_options: StreamOptions | None = None
-    user: str | None = None
     ignore_eos: bool = False  # vLLM extension: generate past EOS (benchmarks)
+
+    @field_validator("max_tokens")
+    @classmethod
+    def _max_tokens(cls, v: int | None) -> int | None:
+        if v == 0:
+            raise ValueError("must be >= 1 (or -1 for the rest of the context)")
+        return None if v == -1 else v
+
+    @property
+    def penalty(self) -> float | None:
+        return (
+            self.repetition_penalty if self.repetition_penalty is not None else self.repeat_penalty
+        )
 
 
 class TextPart(_Body):
@@ -68,34 +119,7 @@ class CompletionRequest(SamplingFields):
     logprobs: int | None = Field(None, ge=0, le=20)
 
 
-class ExtraChunk(_Body):
-    filename: str = "tmp"
-    text: str = ""
-
-
-class InfillRequest(_Body):
-    """llama.cpp's `/infill` body (as llama.vim / llama.vscode send it); defaults as llama.cpp."""
-
-    model: str | None = None
-    input_prefix: str = ""
-    input_suffix: str = ""
-    input_extra: list[ExtraChunk] = Field(default_factory=list)
-    prompt: str = ""  # text typed at the cursor, appended to input_prefix
-    n_predict: int = Field(-1, ge=-1)  # -1: until the context is full
-    max_tokens: int | None = Field(None, ge=1)
-    temperature: float = Field(0.8, ge=0.0, le=100.0)
-    top_k: int = Field(40, ge=-1)
-    top_p: float = Field(0.95, gt=0.0, le=1.0)
-    min_p: float = Field(0.05, ge=0.0, le=1.0)
-    repeat_penalty: float = Field(1.0, gt=0.0, le=10.0)
-    presence_penalty: float = Field(0.0, ge=-2.0, le=2.0)
-    frequency_penalty: float = Field(0.0, ge=-2.0, le=2.0)
-    seed: int = Field(-1, ge=-1, le=UINT64)  # -1: random
-    stop: list[str] = Field(default_factory=list, max_length=16)
-    stream: bool = False
-
-
-class TokenizeRequest(_Body):
+class TokenizeRequest(_Request):
     model: str | None = None
     content: str | None = None  # llama.cpp name
     prompt: str | None = None  # vLLM name
@@ -105,6 +129,6 @@ class TokenizeRequest(_Body):
     with_pieces: bool = False
 
 
-class DetokenizeRequest(_Body):
+class DetokenizeRequest(_Request):
     model: str | None = None
     tokens: list[int] = Field(max_length=1_000_000)

@@ -1,6 +1,6 @@
 """Server-sent events as OpenAI streams them: `data: {json}\n\n` ... `data: [DONE]\n\n`.
 
-`EventStreamResponse` watches for the client going away while it waits for tokens (not only
+`EventStreamResponse` (also used for Ollama's NDJSON streams) watches for the client going away while it waits for tokens (not only
 when a write fails) and always closes its body iterator, so the generation behind it is
 aborted at once.
 """
@@ -24,8 +24,8 @@ def sse_data(obj: Any) -> bytes:
 
 
 class EventStreamResponse(StreamingResponse):
-    def __init__(self, body: AsyncIterator[bytes]) -> None:
-        super().__init__(body, media_type="text/event-stream", headers=HEADERS)
+    def __init__(self, body: AsyncIterator[bytes], media_type: str = "text/event-stream") -> None:
+        super().__init__(body, media_type=media_type, headers=HEADERS)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         async with anyio.create_task_group() as tg:
