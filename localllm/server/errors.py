@@ -166,7 +166,15 @@ async def _internal_error(request: Request, e: Exception) -> Response:
     ).response(request.url.path)
 
 
+async def _client_gone(request: Request, e: Exception) -> Response:
+    log.info("client left before the answer of %s %s", request.method, request.url.path)
+    return Response(status_code=499)  # nginx's "client closed request"; nobody reads it
+
+
 def install_error_handlers(app: FastAPI) -> None:
+    from localllm.server.generation import ClientGone
+
+    app.add_exception_handler(ClientGone, _client_gone)
     app.add_exception_handler(APIError, _api_error)
     app.add_exception_handler(LocalLLMError, _request_error)
     app.add_exception_handler(RequestValidationError, _validation_error)

@@ -105,17 +105,28 @@ async def collect(
 ) -> list[ChoiceResult]:
     """All choices of a non-streaming request; a client that hangs up first aborts them."""
     work = asyncio.ensure_future(_gather(events, n_choices))
+    gone = False
 
     async def watch() -> None:
+        nonlocal gone
         while (await request.receive())["type"] != "http.disconnect":
             pass
+        gone = True
         work.cancel()
 
     watcher = asyncio.create_task(watch())
     try:
         return await work
+    except asyncio.CancelledError:
+        if gone:  # not our task being cancelled: the client left; nothing to answer
+            raise ClientGone() from None
+        raise
     finally:
         watcher.cancel()
+
+
+class ClientGone(Exception):
+    """A non-streaming client hung up before its answer was ready (handled quietly)."""
 
 
 async def _gather(
