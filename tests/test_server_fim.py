@@ -4,6 +4,7 @@ real server with a small random model whose vocabulary has FIM tokens."""
 from __future__ import annotations
 
 import json
+import time
 
 import gguf
 import httpx
@@ -168,3 +169,121 @@ def test_infill_trims_long_input_to_the_context(server, tok):
     body = r.json()
     assert body["truncated"] is True
     assert body["tokens_evaluated"] + 4 <= CTX
+
+
+# llama.vscode's request bodies, field for field (src/llama-server.ts createRequestPayload,
+# src/extra-context.ts chunks); its settings defaults: t_max_prompt_ms 500, t_max_predict_ms
+# 1000, n_predict 128
+CHUNKS = [
+    {"text": "def one():\n    return 1\n", "time": 1718000000000, "filename": "/src/util.py"},
+    {"text": "def two():\n    return 2\n", "time": 1718000000500, "filename": "/src/more.py"},
+]
+
+
+def vscode_prepare(chunks):
+    return {
+        "input_prefix": "",
+        "input_suffix": "",
+        "input_extra": chunks,
+        "prompt": "",
+        "n_predict": 0,
+        "samplers": [],
+        "cache_prompt": True,
+        "t_max_prompt_ms": 500,
+        "t_max_predict_ms": 1,
+    }
+
+
+def vscode_completion(prefix, suffix, prompt, chunks, nindent=0):
+    body = {
+        "input_prefix": prefix,
+        "input_suffix": suffix,
+        "input_extra": chunks,
+        "prompt": prompt,
+        "n_predict": 128,
+        "top_k": 40,
+        "top_p": 0.99,
+        "stream": False,
+        "samplers": ["top_k", "top_p", "infill"],
+        "cache_prompt": True,
+        "t_max_prompt_ms": 500,
+        "t_max_predict_ms": 1000,
+    }
+    if nindent:
+        body["n_indent"] = nindent
+    return body
+
+
+def wait_idle(server, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while (s := httpx.get(server.url + "/stats").json())["running"] or s["waiting"]:
+        assert time.monotonic() < deadline, s
+        time.sleep(0.02)
+    return s
+
+
+def test_vscode_prepare_only_caches_the_prompt_and_returns_at_once(server):
+    wait_idle(server)
+    before = httpx.get(server.url + "/stats").json()
+    t0 = time.perf_counter()
+    r = httpx.post(server.url + "/infill", json=vscode_prepare(CHUNKS), timeout=30)
+    assert r.status_code == 200, r.text
+    assert time.perf_counter() - t0 < 5.0
+    body = r.json()
+    assert body["content"] == "" and body["tokens_predicted"] == 0 and body["stop"] is True
+    after = wait_idle(server)
+    # one prompt-only request ran: no generated text went anywhere
+    assert after["requests_finished"] + after["requests_aborted"] > (
+        before["requests_finished"] + before["requests_aborted"]
+    )
+    # the completion that follows finds the chunks in the prefix cache
+    r = httpx.post(
+        server.url + "/infill",
+        json=vscode_completion("x = ", "\n", "1", CHUNKS),
+        timeout=60,
+    )
+    assert r.status_code == 200, r.text
+    done = r.json()
+    assert done["tokens_cached"] >= 16
+    assert done["tokens_predicted"] <= 128 and done["stop_type"] in ("limit", "eos", "word")
+    assert done["timings"]["prompt_n"] == done["tokens_evaluated"] - done["tokens_cached"]
+
+
+def test_vscode_completion_body_with_n_indent(server):
+    r = httpx.post(
+        server.url + "/infill",
+        json=vscode_completion("def f():\n    ", "\n", "", CHUNKS, nindent=4),
+        timeout=60,
+    )
+    assert r.status_code == 200, r.text
+    text = r.json()["content"]
+    for line in text.split("\n")[1:]:  # every later line keeps the block's indentation
+        assert not line.strip() or line.startswith("    ") or line.strip() == "", text
+
+
+def test_prompt_time_limit_answers_empty_and_caches_in_background(server):
+    long_prefix = "".join(f"v{i} = {i}\n" for i in range(60))
+    wait_idle(server)
+    r = httpx.post(
+        server.url + "/infill",
+        json={**vscode_completion(long_prefix, "", "", []), "t_max_prompt_ms": 1},
+        timeout=60,
+    )
+    assert r.status_code == 200
+    body = r.json()  # an engine step takes far more than 1 ms: the prompt phase is cut
+    assert body["tokens_predicted"] == 0 and body["content"] == "" and body["stop_type"] == "limit"
+    wait_idle(server)
+    again = httpx.post(
+        server.url + "/infill", json=vscode_completion(long_prefix, "", "", []), timeout=60
+    ).json()
+    assert again["tokens_cached"] >= 16  # the background job finished the prompt
+
+
+def test_unsupported_llamacpp_fields_are_refused(server):
+    for extra, param in (
+        ({"lora": [{"id": 0, "scale": 0.5}]}, "lora"),
+        ({"samplers": ["top_k", "mystery"]}, "samplers"),
+        ({"grammar": "root ::= x"}, "grammar"),
+    ):
+        r = httpx.post(server.url + "/infill", json={"input_prefix": "x", "n_predict": 1, **extra})
+        assert r.status_code == 400 and r.json()["error"]["param"] == param, r.text
