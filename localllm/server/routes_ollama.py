@@ -44,7 +44,7 @@ DEFAULTS = {"temperature": 0.8, "top_p": 0.9, "top_k": 40, "min_p": 0.0}
 
 
 def ollama_params(o: OllamaOptions | None, prompt_len: int, max_model_len: int) -> SamplingParams:
-    o = o or OllamaOptions()
+    o = o or OllamaOptions.model_validate({})
     limit = max_model_len
     if o.num_ctx is not None:
         if o.num_ctx > max_model_len:
