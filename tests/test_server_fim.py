@@ -215,7 +215,12 @@ def vscode_completion(prefix, suffix, prompt, chunks, nindent=0):
 
 
 def wait_idle(server, timeout=30.0):
+    """No prompt-only job left (they reach the engine a moment after the answer) and no
+    request in the engine."""
     deadline = time.monotonic() + timeout
+    while server.app.state.ctx.warmer.running:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
     while (s := httpx.get(server.url + "/stats").json())["running"] or s["waiting"]:
         assert time.monotonic() < deadline, s
         time.sleep(0.02)

@@ -120,6 +120,11 @@ class AsyncEngine:
 
         try:
             await loop.run_in_executor(None, self._call, add)
+        except asyncio.CancelledError:
+            # the add may already be queued on the engine thread: abort after it (commands run
+            # in order), or the request would run on with nobody reading it
+            self.abort(rid)
+            raise
         except BaseException:
             self._streams.pop(rid, None)
             raise
