@@ -170,6 +170,10 @@ def test_serve_names_the_model_by_file_and_by_reference(stories_path):
         api_key=None,
         cors_origin=[],
         max_n=16,
+        strict_model_name=True,
+        host="127.0.0.1",
+        port=8000,
+        allowed_host=[],
     )
     s = settings_from_args(args)
     assert s.model_name == "stories260K"
