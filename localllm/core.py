@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from localllm.errors import RequestError
 from localllm.sampling_defaults import API
+from localllm.speculative.policy import MAX_SPEC_TOKENS
 
 # below this a temperature is greedy: logits / T would overflow float32 (T <= 1e-38 made
 # every logit inf and every token <unk>), and it picks the argmax anyway (vLLM's epsilon)
@@ -30,6 +31,11 @@ class SamplingParams:
     stop_token_ids: list[int] = field(default_factory=list)
     ignore_eos: bool = False
     logprobs: int | None = None  # None: off; N >= 0: chosen token + N most likely
+    # speculative decoding of this request (llama.cpp's speculative.n_max / n_min): most
+    # drafts verified per step (None: the engine's --spec-tokens; 0: off), and the fewest
+    # worth verifying (a shorter proposal is not verified)
+    spec_tokens: int | None = None
+    spec_min_tokens: int = 0
 
     def __post_init__(self) -> None:
         checks = [
@@ -53,6 +59,16 @@ class SamplingParams:
                 self.logprobs is None or 0 <= self.logprobs <= 20,
                 "logprobs",
                 "top_logprobs must be in [0, 20]",
+            ),
+            (
+                self.spec_tokens is None or 0 <= self.spec_tokens <= MAX_SPEC_TOKENS,
+                "speculative.n_max",
+                f"speculative.n_max must be in [0, {MAX_SPEC_TOKENS}]",
+            ),
+            (
+                0 <= self.spec_min_tokens <= MAX_SPEC_TOKENS,
+                "speculative.n_min",
+                f"speculative.n_min must be in [0, {MAX_SPEC_TOKENS}]",
             ),
         ]
         for ok, param, msg in checks:

@@ -1,0 +1,107 @@
+"""When and how much to speculate: the defaults, a cost model, per-sequence adaptivity.
+
+Pure Python; the one owner of every speculative default and threshold.
+
+A verify step of a sequence with k drafts costs `verify_cost(k)` plain decode steps (more
+query rows through the same weights; measured on the GPU, see BENCHMARKS.md) and yields on
+average E(a, k) = (1 - a^(k+1)) / (1 - a) tokens when each draft is accepted with
+probability a given the ones before it were. Each sequence keeps a recent estimate of a
+(decayed counts of accepted / tried draft positions) and drafts the k <= k_max that
+maximises E / cost, or nothing when no k beats a plain step by MIN_GAIN. A sequence that
+does not draft still measures a for free ("shadow" drafts): its proposal's first token is
+compared with the token the model then produces, so it resumes as soon as the text starts
+repeating its input again.
+
+Globally, above `max_batch` decoding sequences no sequence speculates: a large decode batch
+already reads each weight once for many tokens, so extra verify rows are no longer free.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# --spec-tokens when not given: off on CPU; on a GPU the value the measurements justify
+# (the integrator sets it from BENCHMARKS.md: the largest k whose verify step costs <= 1.25x
+# a decode step and never loses more than 5% on open-ended prompts; 0 keeps it off)
+GPU_DEFAULT_SPEC_TOKENS = 0
+CPU_DEFAULT_SPEC_TOKENS = 0
+DEFAULT_NGRAM_MIN = 2
+DEFAULT_NGRAM_MAX = 4
+MAX_SPEC_TOKENS = 15  # verify widths 1 + k stay within the split-KV decode attention (16)
+# above this many decoding sequences nobody speculates (set from the 32-stream measurement)
+DEFAULT_SPEC_MAX_BATCH = 8
+# relative cost of one more verify row at batch 1 (a k-draft step costs 1 + k * this);
+# set from the measured k=4 / k=8 verify cost on the GPU
+VERIFY_COST_PER_DRAFT = 0.05
+MIN_GAIN = 1.05  # draft only when the expected tokens per unit cost beat a plain step by this
+DECAY = 0.85  # weight of the past in the acceptance estimate, per observation
+PRIOR_ACCEPT, PRIOR_WEIGHT = 0.5, 2.0  # a new sequence starts as if 1 of 2 drafts was accepted
+
+
+def default_spec_tokens(device_type: str) -> int:
+    return GPU_DEFAULT_SPEC_TOKENS if device_type == "cuda" else CPU_DEFAULT_SPEC_TOKENS
+
+
+def verify_cost(k: int, per_draft: float = VERIFY_COST_PER_DRAFT) -> float:
+    return 1.0 + per_draft * k
+
+
+def expected_tokens(a: float, k: int) -> float:
+    """Tokens per verify step (accepted drafts + the target's own) at acceptance a."""
+    if a >= 1.0:
+        return float(k + 1)
+    return (1.0 - a ** (k + 1)) / (1.0 - a)
+
+
+def best_draft_len(a: float, k_max: int, per_draft: float = VERIFY_COST_PER_DRAFT) -> int:
+    """The k in [1, k_max] with the most tokens per unit cost, or 0 if none gains MIN_GAIN."""
+    best_k, best = 0, MIN_GAIN
+    for k in range(1, k_max + 1):
+        gain = expected_tokens(a, k) / verify_cost(k, per_draft)
+        if gain > best:
+            best_k, best = k, gain
+    return best_k
+
+
+@dataclass
+class SpecPolicy:
+    """Engine-wide settings of speculation (from EngineConfig)."""
+
+    num_tokens: int  # k_max for sequences that do not override it; 0 = off
+    ngram_min: int = DEFAULT_NGRAM_MIN
+    ngram_max: int = DEFAULT_NGRAM_MAX
+    max_batch: int = DEFAULT_SPEC_MAX_BATCH
+    cost_per_draft: float = VERIFY_COST_PER_DRAFT
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.num_tokens <= MAX_SPEC_TOKENS:
+            raise ValueError(f"spec tokens must be in [0, {MAX_SPEC_TOKENS}]")
+        if not 1 <= self.ngram_min <= self.ngram_max:
+            raise ValueError("need 1 <= spec-ngram-min <= spec-ngram-max")
+        if self.max_batch < 1:
+            raise ValueError("spec max batch must be >= 1")
+
+
+@dataclass
+class Acceptance:
+    """One sequence's recent acceptance: decayed accepted / tried draft positions."""
+
+    accepted: float = PRIOR_ACCEPT * PRIOR_WEIGHT
+    tried: float = PRIOR_WEIGHT
+    shadow: int | None = field(default=None)  # first token of an unverified proposal
+
+    @property
+    def rate(self) -> float:
+        return self.accepted / self.tried
+
+    def observe(self, drafted: int, accepted: int) -> None:
+        """After a verify step: `accepted` of `drafted` drafts were taken (a run, then a miss)."""
+        tried = accepted + (1 if accepted < drafted else 0)  # positions past a miss were not tried
+        self.accepted = self.accepted * DECAY + accepted
+        self.tried = self.tried * DECAY + tried
+
+    def observe_shadow(self, next_token: int) -> None:
+        """A step without verification: was the held proposal's first token right?"""
+        if self.shadow is not None:
+            self.observe(1, int(self.shadow == next_token))
+            self.shadow = None

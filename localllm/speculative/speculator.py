@@ -1,0 +1,88 @@
+"""The engine's speculative bookkeeping: one n-gram index and acceptance estimate per sequence.
+
+Pure Python. Before each schedule, `propose` sets `draft_ids` of the running decode sequences
+(the scheduler trims them to the token budget and free blocks); after the forward, the engine
+reports each verify step to `observe`. Finished sequences are dropped with `forget`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from localllm.core import SequenceState
+from localllm.speculative.ngram import NgramIndex
+from localllm.speculative.policy import Acceptance, SpecPolicy, best_draft_len
+
+
+@dataclass
+class _SeqState:
+    index: NgramIndex
+    acceptance: Acceptance
+    shadow_at: int = -1  # position the shadow proposal predicted
+
+
+class Speculator:
+    def __init__(self, policy: SpecPolicy, max_model_len: int) -> None:
+        self.policy = policy
+        self.max_model_len = max_model_len
+        self._states: dict[int, _SeqState] = {}
+
+    def k_max(self, seq: SequenceState) -> int:
+        """Most drafts this sequence may verify per step (its request may override the engine)."""
+        k = seq.params.spec_tokens
+        return self.policy.num_tokens if k is None else k
+
+    def propose(self, decodes: Iterable[SequenceState]) -> None:
+        """Set draft_ids of each decoding sequence (none when the batch is too large)."""
+        seqs = list(decodes)
+        if len(seqs) > self.policy.max_batch:
+            for seq in seqs:
+                seq.draft_ids = []
+            return
+        for seq in seqs:
+            seq.draft_ids = self._draft(seq)
+
+    def _draft(self, seq: SequenceState) -> list[int]:
+        tokens = seq.token_ids
+        limit = min(
+            self.k_max(seq),
+            seq.params.max_tokens - seq.num_output - 1,  # the step's own token comes on top
+            self.max_model_len - seq.num_tokens,  # positions of the drafts stay in the context
+        )
+        if limit < max(1, seq.params.spec_min_tokens):
+            return []
+        st = self._state(seq)
+        st.index.sync(tokens)
+        acc = st.acceptance
+        if acc.shadow is not None and st.shadow_at < len(tokens):
+            acc.observe_shadow(tokens[st.shadow_at])
+        draft = st.index.propose(tokens, limit)
+        if len(draft) < seq.params.spec_min_tokens or not draft:
+            return []
+        k = best_draft_len(acc.rate, len(draft), self.policy.cost_per_draft)
+        if k == 0:  # not worth verifying now: remember the guess and check it next step
+            acc.shadow, st.shadow_at = draft[0], len(tokens)
+            return []
+        return draft[:k] if k >= seq.params.spec_min_tokens else []
+
+    def _state(self, seq: SequenceState) -> _SeqState:
+        st = self._states.get(seq.seq_id)
+        if st is None:
+            index = NgramIndex(self.policy.ngram_min, self.policy.ngram_max)
+            st = self._states[seq.seq_id] = _SeqState(index, Acceptance())
+        return st
+
+    def observe(self, seq: SequenceState, drafted: int, accepted: int) -> None:
+        """A verify step of seq: `accepted` of its `drafted` drafts were taken."""
+        seq.spec_proposed += drafted
+        seq.spec_accepted += accepted
+        st = self._states.get(seq.seq_id)
+        if st is not None and drafted:
+            st.acceptance.observe(drafted, accepted)
+
+    def forget(self, seq_id: int) -> None:
+        self._states.pop(seq_id, None)
+
+    def __len__(self) -> int:
+        return len(self._states)

@@ -1,0 +1,110 @@
+"""Speculation policy: cost model, per-sequence adaptivity, batch cutoff, request limits."""
+
+from __future__ import annotations
+
+import pytest
+
+from localllm.core import SamplingParams, SequenceState
+from localllm.errors import RequestError
+from localllm.speculative.policy import (
+    Acceptance,
+    SpecPolicy,
+    best_draft_len,
+    expected_tokens,
+)
+from localllm.speculative.speculator import Speculator
+
+REPEAT = [5, 6, 7, 8, 9, 10, 11, 12] * 4  # a prompt whose continuation is predictable
+
+
+def seq(prompt: list[int], **kw: object) -> SequenceState:
+    return SequenceState("r", list(prompt), SamplingParams(max_tokens=kw.pop("max_tokens", 64), **kw))  # type: ignore[arg-type]
+
+
+def test_expected_tokens_and_the_best_draft_length() -> None:
+    assert expected_tokens(0.0, 4) == 1.0
+    assert expected_tokens(1.0, 4) == 5.0
+    assert expected_tokens(0.5, 1) == pytest.approx(1.5)
+    assert best_draft_len(0.05, 8) == 0  # nothing pays for the verify rows
+    assert 1 <= best_draft_len(0.5, 8) < best_draft_len(0.95, 8) <= 8
+    assert best_draft_len(0.9, 8, per_draft=1.0) == 0  # rows as dear as a step: never
+
+
+def test_acceptance_counts_only_tried_positions_and_decays() -> None:
+    a = Acceptance()
+    a.observe(4, 4)
+    high = a.rate
+    a.observe(8, 0)  # one position tried (and missed); the 7 after it were never tried
+    assert a.tried == pytest.approx((2 * 0.85 + 4) * 0.85 + 1)
+    assert a.rate < high
+    for _ in range(30):
+        a.observe(4, 0)
+    assert a.rate < 0.05
+
+
+def test_speculator_drafts_on_repeats_and_stops_after_misses() -> None:
+    spec = Speculator(SpecPolicy(num_tokens=4), max_model_len=1000)
+    s = seq(REPEAT)
+    spec.propose([s])
+    assert s.draft_ids == [5, 6, 7, 8][: len(s.draft_ids)] and len(s.draft_ids) >= 2
+    for _ in range(12):  # every draft rejected: acceptance falls and drafting stops
+        spec.observe(s, len(s.draft_ids), 0)
+        s.token_ids.append(99)
+        s.token_ids += REPEAT[:4]
+        spec.propose([s])
+        if not s.draft_ids:
+            break
+    assert s.draft_ids == []
+    assert s.spec_proposed > 0 and s.spec_accepted == 0
+
+
+def test_shadow_drafts_bring_a_paused_sequence_back() -> None:
+    spec = Speculator(SpecPolicy(num_tokens=4), max_model_len=1000)
+    s = seq(REPEAT)
+    st = spec._state(s)
+    st.acceptance.accepted, st.acceptance.tried = 0.0, 50.0  # paused by past misses
+    resumed_after = None
+    for step in range(40):
+        spec.propose([s])
+        if s.draft_ids:
+            resumed_after = step
+            break
+        nxt = REPEAT[(len(s.token_ids)) % 8]
+        s.token_ids.append(nxt)  # the model keeps repeating: shadow guesses are right
+    assert resumed_after is not None and resumed_after > 2
+    assert s.spec_proposed == 0  # shadows cost no verification
+
+
+def test_batch_cutoff_and_limits() -> None:
+    spec = Speculator(SpecPolicy(num_tokens=4, max_batch=2), max_model_len=1000)
+    seqs = [seq(REPEAT) for _ in range(3)]
+    spec.propose(seqs)
+    assert all(s.draft_ids == [] for s in seqs)  # 3 decoding > 2: nobody speculates
+    spec.propose(seqs[:2])
+    assert all(s.draft_ids for s in seqs[:2])
+    near_end = seq(REPEAT, max_tokens=3)
+    near_end.token_ids += [5, 6]  # 2 of 3 tokens out: one more step, no room for drafts
+    spec.propose([near_end])
+    assert near_end.draft_ids == []
+    ctx = Speculator(SpecPolicy(num_tokens=4), max_model_len=len(REPEAT) + 2)
+    s = seq(REPEAT)
+    ctx.propose([s])
+    assert len(s.draft_ids) <= 2  # draft positions stay inside the context
+
+
+def test_request_overrides() -> None:
+    spec = Speculator(SpecPolicy(num_tokens=0), max_model_len=1000)
+    off, on = seq(REPEAT), seq(REPEAT, spec_tokens=3)
+    spec.propose([off, on])
+    assert off.draft_ids == [] and 1 <= len(on.draft_ids) <= 3
+    picky = seq(REPEAT, spec_tokens=4, spec_min_tokens=5)
+    spec.propose([picky])
+    assert picky.draft_ids == []  # proposals shorter than n_min are not verified
+    spec.forget(on.seq_id)
+    assert on.seq_id not in spec._states
+    with pytest.raises(RequestError, match="n_max"):
+        SamplingParams(spec_tokens=99)
+    with pytest.raises(RequestError, match="n_min"):
+        SamplingParams(spec_min_tokens=-1)
+    with pytest.raises(ValueError, match="ngram"):
+        SpecPolicy(num_tokens=2, ngram_min=3, ngram_max=2)
