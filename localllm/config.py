@@ -5,6 +5,14 @@ from __future__ import annotations
 from dataclasses import MISSING, dataclass, field
 from typing import Any
 
+from localllm.engine.speculative.policy import (
+    DEFAULT_NGRAM_MAX,
+    DEFAULT_NGRAM_MIN,
+    GPU_DEFAULT_SPEC_TOKENS,
+    MAX_SPEC_TOKENS,
+    default_spec_tokens,
+)
+
 
 @dataclass(frozen=True)
 class RopeScaling:
@@ -167,6 +175,21 @@ class EngineConfig:
         negate=True,
         shown="int8 activations, as llama.cpp",
     )
+    # n-gram speculative decoding (engine/speculative/): drafts looked up in the prompt and
+    # the output so far, verified k at a time by one forward; lossless
+    spec_tokens: int | None = option(
+        None,
+        "--spec-tokens",
+        f"n-gram speculative decoding: most draft tokens verified per step, 0-{MAX_SPEC_TOKENS} "
+        "(0: off)",
+        shown=f"{GPU_DEFAULT_SPEC_TOKENS} on GPU, off on CPU",
+    )
+    spec_ngram_max: int = option(
+        DEFAULT_NGRAM_MAX, "--spec-ngram-max", "longest n-gram looked up for drafts"
+    )
+    spec_ngram_min: int = option(
+        DEFAULT_NGRAM_MIN, "--spec-ngram-min", "shortest n-gram looked up for drafts"
+    )
     seed: int = option(0, None, "")  # seed of the sampler's shared generator
 
     def __post_init__(self) -> None:
@@ -188,9 +211,19 @@ class EngineConfig:
             raise ValueError(f"unknown backend {self.backend!r}")
         if self.dtype not in ("auto", "fp16", "bf16", "fp32"):
             raise ValueError(f"--dtype must be auto, fp16, bf16 or fp32, got {self.dtype!r}")
+        if self.spec_tokens is not None and not 0 <= self.spec_tokens <= MAX_SPEC_TOKENS:
+            raise ValueError(f"--spec-tokens must be in [0, {MAX_SPEC_TOKENS}]")
+        if not 1 <= self.spec_ngram_min <= self.spec_ngram_max:
+            raise ValueError("need 1 <= --spec-ngram-min <= --spec-ngram-max")
 
     def decode_prefill_chunk_on(self, device_type: str) -> int:
         """The prefill cap of mixed steps on this device (0 = none): the flag, else the default."""
         if self.decode_prefill_chunk is not None:
             return self.decode_prefill_chunk
         return DECODE_PREFILL_CHUNK_GPU if device_type == "cuda" else 0
+
+    def spec_tokens_on(self, device_type: str) -> int:
+        """Draft tokens per step on this device (0 = off): the flag, else the default."""
+        if self.spec_tokens is not None:
+            return self.spec_tokens
+        return default_spec_tokens(device_type)

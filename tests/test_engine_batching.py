@@ -10,6 +10,7 @@ import pytest
 from localllm.config import EngineConfig
 from localllm.core import SamplingParams
 from localllm.engine.engine import LLMEngine
+from localllm.engine.step_sampling import sample_step
 
 
 def _engine(path, **kw) -> LLMEngine:
@@ -192,7 +193,7 @@ def test_device_greedy_ids_serve_plain_greedy_rows_only(stories):
         batch = eng.scheduler.schedule()
         out = eng.runner.execute(batch)
         stand_in = out.logits.argmin(dim=-1)  # not what greedy sampling would pick
-        got = eng._sample(batch, out.logits, out.rows, stand_in)
+        got = sample_step(eng.sampler, batch, out.logits, out.rows, stand_in).accepted
         want = stand_in if device_ids else out.logits.argmax(dim=-1)
         assert list(got.values()) == [[int(want[0])]]
         eng.scheduler.update(batch, got)

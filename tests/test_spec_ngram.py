@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from localllm.speculative.ngram import NgramIndex
+from localllm.engine.speculative.ngram import NgramIndex
 
 
 def rescan(tokens: list[int], n_min: int, n_max: int, k: int) -> list[int]:

@@ -5,20 +5,22 @@ from __future__ import annotations
 import pytest
 
 from localllm.core import SamplingParams, SequenceState
-from localllm.errors import RequestError
-from localllm.speculative.policy import (
+from localllm.engine.speculative.policy import (
     Acceptance,
     SpecPolicy,
     best_draft_len,
     expected_tokens,
 )
-from localllm.speculative.speculator import Speculator
+from localllm.engine.speculative.speculator import Speculator
+from localllm.errors import RequestError
 
 REPEAT = [5, 6, 7, 8, 9, 10, 11, 12] * 4  # a prompt whose continuation is predictable
 
 
 def seq(prompt: list[int], **kw: object) -> SequenceState:
-    return SequenceState("r", list(prompt), SamplingParams(max_tokens=kw.pop("max_tokens", 64), **kw))  # type: ignore[arg-type]
+    return SequenceState(
+        "r", list(prompt), SamplingParams(max_tokens=kw.pop("max_tokens", 64), **kw)
+    )  # type: ignore[arg-type]
 
 
 def test_expected_tokens_and_the_best_draft_length() -> None:

@@ -8,7 +8,7 @@ from scipy.stats import chisquare
 
 from localllm.core import SamplingParams
 from localllm.engine.sampler import Sampler, SamplingRow
-from localllm.speculative.verify import VerifyItem, verify
+from localllm.engine.speculative.verify import VerifyItem, verify
 
 V = 6
 

@@ -17,9 +17,12 @@ from localllm.config import EngineConfig
 from localllm.core import SamplingParams, SequenceState, TokenEvent, TokenLogprob, Usage
 from localllm.engine.block_manager import BlockManager
 from localllm.engine.runner import ModelRunner
-from localllm.engine.sampler import Sampler, SamplingRow
+from localllm.engine.sampler import Sampler
 from localllm.engine.scheduler import ScheduledBatch, Scheduler, SchedulerConfig
+from localllm.engine.speculative.policy import SpecPolicy
+from localllm.engine.speculative.speculator import Speculator
 from localllm.engine.stats import EngineSnapshot, EngineStats, request_stats
+from localllm.engine.step_sampling import StepTokens, sample_step
 from localllm.engine.stop import StopStringBuffer
 from localllm.errors import RequestError
 from localllm.formats.gguf import GGUFFile
@@ -63,6 +66,10 @@ class LLMEngine:
             self.block_manager,
         )
         self.sampler = Sampler(self.model_cfg.vocab_size, self.runner.device, seed=cfg.seed)
+        spec = SpecPolicy(
+            cfg.spec_tokens_on(self.runner.device.type), cfg.spec_ngram_min, cfg.spec_ngram_max
+        )
+        self.speculator = Speculator(spec, self.max_model_len)
         self.requests: dict[str, _RequestState] = {}
         self.stats = EngineStats()
 
@@ -103,9 +110,13 @@ class LLMEngine:
         if st is None:
             return None
         self.scheduler.abort(request_id)
-        self.sampler.forget(st.seq.seq_id)
+        self._forget(st.seq)
         self.stats.requests_aborted += 1
         return self._final_event(st, "abort", "")
+
+    def _forget(self, seq: SequenceState) -> None:
+        self.sampler.forget(seq.seq_id)
+        self.speculator.forget(seq.seq_id)
 
     def has_work(self) -> bool:
         return self.scheduler.has_unfinished()
@@ -135,6 +146,7 @@ class LLMEngine:
     # ---- one step -----------------------------------------------------------------------
     @torch.inference_mode()
     def step(self) -> list[TokenEvent]:
+        self.speculator.propose(s for s in self.scheduler.running if not s.in_prefill)
         batch = self.scheduler.schedule()
         ended = [self._end_by_scheduler(seq) for seq in batch.finished]
         events = [ev for ev in ended if ev is not None]
@@ -142,7 +154,9 @@ class LLMEngine:
             return events
         t0 = time.perf_counter()
         out = self.runner.execute(batch)
-        accepted = self._sample(batch, out.logits, out.rows, out.greedy)
+        taken = sample_step(self.sampler, batch, out.logits, out.rows, out.greedy)
+        self._take(batch, taken)
+        accepted = taken.accepted
         self.scheduler.update(batch, accepted)
         self.stats.record_step(time.perf_counter() - t0)
         self.stats.preemptions = self.scheduler.num_preemptions
@@ -153,55 +167,26 @@ class LLMEngine:
         st = self.requests.pop(seq.request_id, None)
         if st is None:
             return None
-        self.sampler.forget(seq.seq_id)
+        self._forget(seq)
         self.stats.record_finished(seq)
         text = "" if st.stop.stopped else st.stop.feed(st.detok.flush())[0] + st.stop.flush()
         return self._final_event(st, seq.finish_reason or "length", text)
 
-    def _sample(
-        self,
-        batch: ScheduledBatch,
-        logits: torch.Tensor,
-        rows: list[tuple[int, int]],
-        greedy: torch.Tensor | None = None,
-    ) -> dict[int, list[int]]:
-        """greedy: the argmax of every logits row, computed on the device (CUDA graphs); plain
-        greedy rows then read their ids from it (one small copy) instead of sampling."""
-        accepted: dict[int, list[int]] = {it.seq.seq_id: [] for it in batch.items}
-        sample_items = [(it, r0) for it, (r0, k) in zip(batch.items, rows) if k]
-        if not sample_items:
-            return accepted
-        srows = [self._sampling_row(it.seq) for it, _ in sample_items]
-        if greedy is not None and all(r.params.plain_greedy for r in srows):
-            ids = greedy.tolist()
-            for it, r0 in sample_items:
-                accepted[it.seq.seq_id] = [ids[r0]]
-            return accepted
-        index = torch.tensor([r0 for _, r0 in sample_items], device=logits.device)
-        res = self.sampler.sample(logits.index_select(0, index), srows)
-        for j, (it, _) in enumerate(sample_items):
-            tok = res.token_ids[j]
-            accepted[it.seq.seq_id] = [tok]
-            if res.logprobs is not None and it.seq.params.logprobs is not None:
-                self._record_logprob(it.seq, tok, res.logprobs[j])
-        return accepted
-
-    @staticmethod
-    def _sampling_row(seq: SequenceState) -> SamplingRow:
-        # token histories only matter for penalties: don't copy whole contexts every step
-        if not seq.params.needs_penalties:
-            return SamplingRow(seq.params, seq.seq_id, (), ())
-        return SamplingRow(seq.params, seq.seq_id, seq.token_ids[: seq.prompt_len], seq.output_ids)
-
-    def _record_logprob(
-        self, seq: SequenceState, tok: int, lp: tuple[float, list[tuple[int, float]]]
-    ) -> None:
-        st = self.requests.get(seq.request_id)
-        if st is None:
-            return
+    def _take(self, batch: ScheduledBatch, taken: StepTokens) -> None:
+        """Record logprobs and speculative counters of the tokens each sequence takes."""
         to_str = self.tokenizer.token_to_str
-        top = [(i, to_str(i), v) for i, v in lp[1][: seq.params.logprobs]]
-        st.logprobs.append(TokenLogprob(tok, to_str(tok), lp[0], top))
+        for it in batch.items:
+            seq = it.seq
+            toks = taken.accepted.get(seq.seq_id) or []
+            st = self.requests.get(seq.request_id)
+            if seq.seq_id in taken.drafted:
+                self.speculator.observe(seq, taken.drafted[seq.seq_id], len(toks) - 1)
+            lps = taken.logprobs.get(seq.seq_id)
+            if st is None or lps is None or seq.params.logprobs is None:
+                continue
+            for tok, (lp, top) in zip(toks, lps):
+                named = [(i, to_str(i), v) for i, v in top[: seq.params.logprobs]]
+                st.logprobs.append(TokenLogprob(tok, to_str(tok), lp, named))
 
     # ---- postprocess --------------------------------------------------------------------
     def _postprocess(
@@ -250,7 +235,7 @@ class LLMEngine:
         del seq.token_ids[seq.num_tokens - (len(new) - len(emitted)) :]  # drop tokens past the stop
         ev = self._final_event(st, reason, text, emitted, lps)
         self.scheduler.finish(seq, reason)
-        self.sampler.forget(seq.seq_id)
+        self._forget(seq)
         self.requests.pop(seq.request_id, None)
         self.stats.record_finished(seq)
         return ev

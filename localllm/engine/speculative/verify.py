@@ -68,17 +68,20 @@ def verify(
 ) -> list[VerifyResult]:
     rows = [r for it in items for r in _rows(it)]
     index = [it.row0 + i for it in items for i in range(len(it.drafts) + 1)]
-    if all(r.params.plain_greedy for r in rows):  # argmax of the raw rows decides everything
-        ids = (logits.argmax(dim=-1) if greedy_ids is None else greedy_ids).tolist()
-        return [_greedy(it, [ids[it.row0 + i] for i in range(len(it.drafts) + 1)]) for it in items]
     idx = torch.tensor(index, device=logits.device)
+    starts = _starts(items)  # first local row of each item
+    if all(r.params.raw_argmax for r in rows):  # the raw argmax decides every row
+        if greedy_ids is not None and all(r.params.plain_greedy for r in rows):
+            ids = greedy_ids.index_select(0, idx).tolist()  # [R]
+            return [_greedy(it, ids[s : s + len(it.drafts) + 1]) for it, s in zip(items, starts)]
+        raw = logits.index_select(0, idx).float()  # [R, V], R = sum(1 + k)
+        ids = raw.argmax(dim=-1).tolist()
+        res = [_greedy(it, ids[s : s + len(it.drafts) + 1]) for it, s in zip(items, starts)]
+        _attach_logprobs(raw, rows, starts, res)
+        return res
     raw = logits.index_select(0, idx).float()  # [R, V], R = sum(1 + k)
     probs = sampler.probs(raw, rows)  # [R, V]; one-hot on the argmax for greedy rows
-    starts: list[int] = []  # first local row of each item
-    tests: list[int] = []  # local rows whose next draft is tested
-    for it in items:
-        starts.append(len(tests) + len(starts))
-        tests += [starts[-1] + i for i in range(len(it.drafts))]
+    tests = [s + i for s, it in zip(starts, items) for i in range(len(it.drafts))]  # tested rows
     drafts_t = torch.tensor(
         [d for it in items for d in it.drafts], device=probs.device, dtype=torch.int64
     )
@@ -99,6 +102,15 @@ def verify(
     results = [VerifyResult(it.drafts[:a] + [t], None) for it, a, t in zip(items, runs, last)]
     _attach_logprobs(raw, rows, starts, results)
     return results
+
+
+def _starts(items: list[VerifyItem]) -> list[int]:
+    """Each item's first row in the [R, V] block of all items' rows."""
+    out, n = [], 0
+    for it in items:
+        out.append(n)
+        n += len(it.drafts) + 1
+    return out
 
 
 def _greedy(item: VerifyItem, argmax: list[int]) -> VerifyResult:

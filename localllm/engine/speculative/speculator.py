@@ -11,8 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from localllm.core import SequenceState
-from localllm.speculative.ngram import NgramIndex
-from localllm.speculative.policy import Acceptance, SpecPolicy, best_draft_len
+from localllm.engine.speculative.ngram import NgramIndex
+from localllm.engine.speculative.policy import Acceptance, SpecPolicy, best_draft_len
 
 
 @dataclass
