@@ -15,6 +15,7 @@ from localllm.bench.models import resolve_model
 from localllm.cli.args import add_engine_args, engine_config
 from localllm.core import SamplingParams
 from localllm.engine.engine import LLMEngine
+from localllm.engine.graph_layout import GraphKey
 
 
 def main() -> None:
@@ -36,7 +37,7 @@ def main() -> None:
     torch.cuda.synchronize()
     step = (time.perf_counter() - t0) / a.steps
 
-    g = engine.runner.graphs.graphs[1, 0]
+    g = engine.runner.graphs.graphs[GraphKey(1, 0)]
     torch.cuda.synchronize()
     ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     ev0.record()

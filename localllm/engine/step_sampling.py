@@ -15,7 +15,6 @@ from localllm.engine.sampler import Sampler, SamplingRow
 from localllm.engine.scheduler_types import ScheduledBatch
 from localllm.engine.speculative.verify import Logprob, VerifyItem, verify
 
-
 _Item = tuple[SequenceState, int, list[int]]
 
 

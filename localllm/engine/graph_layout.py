@@ -1,0 +1,145 @@
+"""Where each token of a replayed step sits in the CUDA graphs' fixed-shape inputs.
+
+A graph is captured for a key (b, c, w): b decode slots of w query rows each, then (c > 0)
+one prefill chunk of up to c rows. A decode that verifies k drafts feeds 1 + k <= w tokens and
+sits in the last 1 + k rows of its slot; a chunk of c' < c tokens sits in the last c' rows
+(left padding: each real query row's position is seq_len - q_len + i, as the attention kernel
+assumes). Padding rows write no KV (slot -1); padding sequences have length 0. Plain decode
+graphs have w = 1; verify graphs (w = 1 + K) have no chunk; logits come from every decode
+row (all b * w rows) and from the chunk's last row.
+
+Pure layout: numpy staging into a host buffer whose used prefix is copied to the device in one
+go, and the ForwardBatch of device views a graph is captured with. Testable on the CPU.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+import torch
+
+from localllm.model.batch import ForwardBatch
+
+if TYPE_CHECKING:
+    from localllm.engine.scheduler import ScheduledSeq
+
+
+class GraphKey(NamedTuple):
+    b: int  # decode slots
+    c: int  # prefill chunk rows (0: none)
+    w: int = 1  # query rows per decode slot (1 + the most drafts it verifies)
+
+    @property
+    def tokens(self) -> int:
+        return self.b * self.w + self.c
+
+    @property
+    def seqs(self) -> int:
+        return self.b + (1 if self.c else 0)
+
+
+# name, dtype, shape of each graph input, in the order of the staging buffer (tables last: only
+# the step's rows of it are copied); T tokens, M sequences, B = the most blocks of a sequence
+_FIELDS = (("ids", torch.int64, "T"), ("pos", torch.int64, "T"), ("slots", torch.int64, "T"),
+           ("rows", torch.int64, "T"), ("seq_lens", torch.int32, "M"), ("cu", torch.int32, "M+1"),
+           ("tables", torch.int32, "M,B"))  # fmt: skip
+
+
+@dataclass
+class StepBuffers:
+    """The graphs' inputs: views of one device buffer. A host buffer of the same layout (pinned
+    on CUDA) is staged (host_np: numpy views of it) and its used prefix goes over in one copy."""
+
+    ids: torch.Tensor  # [T] int64 token ids
+    pos: torch.Tensor  # [T] int64 positions
+    slots: torch.Tensor  # [T] int64 KV slot of each token, -1 = padding (no store)
+    rows: torch.Tensor  # [T] int64 logits rows
+    seq_lens: torch.Tensor  # [M] int32
+    cu: torch.Tensor  # [M + 1] int32 cu_seqlens_q
+    tables: torch.Tensor  # [M, B] int32 block tables
+    dev: torch.Tensor  # uint8 [bytes] the device buffer the fields view
+    host: torch.Tensor  # uint8 [bytes] staging buffer
+    host_np: dict[str, np.ndarray]  # field name -> numpy view of host
+    tables_offset: int  # byte offset of `tables`
+    table_bytes: int  # bytes of one row of `tables`
+
+    @classmethod
+    def allocate(cls, T: int, M: int, B: int, device: torch.device) -> StepBuffers:
+        dims = {"T": (T,), "M": (M,), "M+1": (M + 1,), "M,B": (M, B)}
+        offsets, size = [], 0
+        for _, dtype, dim in _FIELDS:
+            offsets.append(size)
+            size += -(-math.prod(dims[dim]) * dtype.itemsize // 8) * 8  # 8-byte aligned fields
+        host = torch.zeros(size, dtype=torch.uint8)
+        host = host.pin_memory() if device.type == "cuda" else host
+        dev = torch.zeros(size, dtype=torch.uint8, device=device)
+        views, host_np = {}, {}
+        for (name, dtype, dim), off in zip(_FIELDS, offsets):
+            shape, n = dims[dim], math.prod(dims[dim]) * dtype.itemsize
+            views[name] = dev[off : off + n].view(dtype).view(shape)
+            host_np[name] = host[off : off + n].view(dtype).view(shape).numpy()
+        return cls(**views, dev=dev, host=host, host_np=host_np, tables_offset=offsets[-1],
+                   table_bytes=B * 4)  # fmt: skip
+
+    def forward_batch(self, key: GraphKey, max_seq_len: int) -> ForwardBatch:
+        """The ForwardBatch of device views that graph `key` is captured with."""
+        T, n_seq = key.tokens, key.seqs
+        n_rows = key.b * key.w + (1 if key.c else 0)
+        return ForwardBatch(
+            input_ids=self.ids[:T],
+            positions=self.pos[:T],
+            slot_mapping=self.slots[:T],
+            block_tables=self.tables[:n_seq],
+            cu_seqlens_q=self.cu[: n_seq + 1],
+            seq_lens=self.seq_lens[:n_seq],
+            max_q_len=max(1, key.c, key.w),
+            max_seq_len=max_seq_len,
+            logits_indices=self.rows[:n_rows],
+            logits_all_rows=key.c == 0,  # decode rows 0..b*w-1
+        )
+
+    def reset(self, key: GraphKey) -> None:
+        """Contents for warm-up/capture: all rows padding, the right cu_seqlens and rows."""
+        self.stage(key, [], None, 0)
+        self.dev.copy_(self.host)
+
+    def stage(
+        self, key: GraphKey, decodes: list[ScheduledSeq], chunk: ScheduledSeq | None, bs: int
+    ) -> tuple[int, list[tuple[int, int]]]:
+        """Fill the host buffer for graph `key` (bs: KV block size): (bytes of it to copy, each
+        decode's then the chunk's (first logits row, rows))."""
+        h = self.host_np
+        b, c, w = key
+        T, n_seq = key.tokens, key.seqs
+        ids, pos, slots, rows = h["ids"], h["pos"], h["slots"], h["rows"]
+        lens, cu, tables = h["seq_lens"], h["cu"], h["tables"][:n_seq]
+        ids[:T], pos[:T], slots[:T], lens[:n_seq], tables[:] = 0, 0, -1, 0, 0
+        cu[: b + 1] = np.arange(b + 1) * w
+        rows[: b * w] = np.arange(b * w)
+        out = []
+        for i, it in enumerate(decodes):
+            n = 1 + len(it.draft_ids)
+            r0 = (i + 1) * w - n
+            self._place(it, r0, n, bs, i)
+            out.append((r0, n))
+        if c:
+            cu[b + 1] = b * w + c
+            rows[b * w] = b * w + c - 1
+            if chunk is not None:
+                self._place(chunk, b * w + c - chunk.num_tokens, chunk.num_tokens, bs, b)
+                out.append((b * w, 1) if chunk.needs_logits else (0, 0))
+        return self.tables_offset + n_seq * self.table_bytes, out
+
+    def _place(self, it: ScheduledSeq, r0: int, n: int, bs: int, s: int) -> None:
+        """Tokens of item `it` in rows r0..r0+n-1, as sequence s of the graph."""
+        h, seq, p = self.host_np, it.seq, it.start
+        h["ids"][r0 : r0 + n] = it.token_ids
+        q = np.arange(p, p + n)
+        h["pos"][r0 : r0 + n] = q
+        table = np.asarray(seq.block_table, dtype=np.int64)
+        h["slots"][r0 : r0 + n] = table[q // bs] * bs + q % bs
+        h["seq_lens"][s] = p + n
+        h["tables"][s, : len(table)] = table

@@ -1,0 +1,70 @@
+"""The CUDA graphs' fixed-shape layouts (graph_layout.py), run eagerly on the CPU: a verify
+step laid out in padded slots of w rows (and a mixed decode + chunk step) gives the same logits
+rows as the ragged batch the runner builds without graphs."""
+
+from __future__ import annotations
+
+import conftest
+import pytest
+import torch
+
+from localllm.config import EngineConfig
+from localllm.core import SamplingParams
+from localllm.engine.engine import LLMEngine
+from localllm.engine.graph_layout import GraphKey, StepBuffers
+
+
+@pytest.fixture(scope="module")
+def eng() -> LLMEngine:
+    path = conftest.testdata_path("models", "stories260K.gguf")
+    return LLMEngine(EngineConfig(model=str(path), device="cpu", block_size=8, spec_tokens=0))
+
+
+def _logits_by_layout(eng: LLMEngine, key: GraphKey, batch, decodes, chunk):
+    r = eng.runner
+    buf = StepBuffers.allocate(64, 8, r.max_blocks_per_seq, r.device)
+    n, rows = buf.stage(key, decodes, chunk, r.block_size)
+    buf.dev[:n].copy_(buf.host[:n])
+    fb = buf.forward_batch(key, r.max_model_len)
+    logits = r.model.logits(r.model.forward(fb, r.kv))
+    return logits, rows
+
+
+def _start(eng: LLMEngine, prompts: list[list[int]]) -> None:
+    for p in prompts:
+        eng.add_request(p, SamplingParams(max_tokens=40, temperature=0.0, ignore_eos=True))
+    while any(s.in_prefill for s in eng.scheduler.running) or eng.scheduler.waiting:
+        eng.step()
+
+
+def test_verify_slots_match_the_ragged_batch(eng: LLMEngine) -> None:
+    _start(eng, [[1] + list(range(20, 20 + n)) for n in (12, 30, 17)])
+    seqs = eng.scheduler.running
+    for s, drafts in zip(seqs, ([5, 6, 7, 8], [], [9])):
+        s.draft_ids = list(drafts)
+    batch = eng.scheduler.schedule()
+    assert [len(it.draft_ids) for it in batch.items] == [4, 0, 1]
+    eager = eng.runner.execute(batch)
+    key = GraphKey(4, 0, 5)  # bucket 4 > 3 decodes: one empty slot
+    logits, rows = _logits_by_layout(eng, key, batch, batch.items, None)
+    assert logits.shape[0] == key.tokens
+    for (e0, en), (g0, gn) in zip(eager.rows, rows):
+        assert en == gn
+        torch.testing.assert_close(logits[g0 : g0 + gn], eager.logits[e0 : e0 + en])
+    eng.scheduler.update(batch, {it.seq.seq_id: [1] for it in batch.items})
+
+
+def test_mixed_decode_and_chunk_layout(eng: LLMEngine) -> None:
+    eng.scheduler.config.max_num_batched_tokens = 16
+    eng.add_request([1] + list(range(100, 140)), SamplingParams(max_tokens=2, temperature=0.0))
+    eng.step()  # the chunk's first part: the next one starts past the 24-row slot's padding
+    batch = eng.scheduler.schedule()
+    decodes = [it for it in batch.items if it.num_tokens == 1]
+    chunk = next(it for it in batch.items if it.num_tokens > 1)
+    eager = eng.runner.execute(batch)
+    logits, rows = _logits_by_layout(eng, GraphKey(4, 24), batch, decodes, chunk)
+    order = {id(it): r for it, r in zip(decodes + [chunk], rows)}
+    for it, (e0, en) in zip(batch.items, eager.rows):
+        g0, gn = order[id(it)]
+        assert en == gn
+        torch.testing.assert_close(logits[g0 : g0 + gn], eager.logits[e0 : e0 + en])
