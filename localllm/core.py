@@ -192,6 +192,8 @@ class Usage:
     prompt_tokens: int
     completion_tokens: int
     cached_tokens: int = 0
+    spec_drafted: int = 0  # draft tokens verified (n-gram speculation)
+    spec_accepted: int = 0  # of them, accepted
 
     @property
     def total_tokens(self) -> int:

@@ -118,10 +118,15 @@ def test_fit_without_tokenizer_sends_everything():
 
 def test_status_line():
     info = StatusInfo(
-        "m.gguf", "ready", 2048, 300, ReplyStats("stop", 100, 40, 64, 0.0123, 55.55, 0.5), (12, 400)
+        "m.gguf",
+        "ready",
+        2048,
+        300,
+        ReplyStats("stop", 100, 40, 64, 0.0123, 55.55, 20, 10),
+        (12, 400),
     )
     assert format_status(info) == (
-        "m.gguf │ ready │ ctx 300/2048 │ TTFT 12 ms │ 55.5 tok/s │ cache hit 64% │ spec 50% │ "
+        "m.gguf │ ready │ ctx 300/2048 │ TTFT 12 ms │ 55.5 tok/s │ cache hit 64% │ spec 10/20 accepted │ "
         "KV 12/400 blocks (3%)"
     )
     assert format_status(StatusInfo()) == "no model │ ready │ ctx 0/?"

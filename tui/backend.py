@@ -44,7 +44,8 @@ class ReplyStats:
     cached_tokens: int = 0
     ttft: float | None = None  # seconds
     tokens_per_s: float | None = None
-    spec_acceptance: float | None = None
+    spec_drafted: int = 0  # n-gram draft tokens verified
+    spec_accepted: int = 0  # of them, accepted
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -151,5 +152,6 @@ def _local_stats(reason: str, usage: object, stats: dict | None) -> ReplyStats:
         cached_tokens=getattr(usage, "cached_tokens", 0),
         ttft=stats.get("ttft"),
         tokens_per_s=(1.0 / tpot) if tpot else None,
-        spec_acceptance=stats.get("spec_acceptance"),
+        spec_drafted=getattr(usage, "spec_drafted", 0),
+        spec_accepted=getattr(usage, "spec_accepted", 0),
     )

@@ -121,6 +121,9 @@ def _remote_stats(
 ) -> ReplyStats:
     n = getattr(usage, "completion_tokens", 0) or 0
     details = getattr(usage, "prompt_tokens_details", None)
+    guesses = getattr(usage, "completion_tokens_details", None)  # speculative drafts
+    accepted = getattr(guesses, "accepted_prediction_tokens", 0) or 0
+    rejected = getattr(guesses, "rejected_prediction_tokens", 0) or 0
     gen_time = end - first if first else 0.0
     return ReplyStats(
         finish_reason=reason,
@@ -129,4 +132,6 @@ def _remote_stats(
         cached_tokens=getattr(details, "cached_tokens", 0) or 0,
         ttft=(first - t0) if first else None,
         tokens_per_s=(n - 1) / gen_time if n > 1 and gen_time > 0 else None,
+        spec_drafted=accepted + rejected,
+        spec_accepted=accepted,
     )

@@ -1,5 +1,5 @@
 """The status line: model, context used / size, last answer's TTFT and tok/s, prefix-cache
-hit, speculative acceptance, KV pool use."""
+hit, speculative drafts accepted / verified, KV pool use."""
 
 from __future__ import annotations
 
@@ -34,9 +34,8 @@ def format_status(s: StatusInfo) -> str:
         parts.append(f"{r.tokens_per_s:.1f} tok/s" if r.tokens_per_s else "– tok/s")
         hit = r.cached_tokens / r.prompt_tokens if r.prompt_tokens else 0.0
         parts.append(f"cache hit {_pct(hit)}")
-        parts.append(
-            f"spec {_pct(r.spec_acceptance)}" if r.spec_acceptance is not None else "spec –"
-        )
+        drafted, accepted = r.spec_drafted, r.spec_accepted
+        parts.append(f"spec {accepted}/{drafted} accepted" if drafted else "spec –")
     if s.pool is not None:
         used, total = s.pool
         parts.append(f"KV {used}/{total} blocks ({_pct(used / total if total else 0.0)})")

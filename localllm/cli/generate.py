@@ -83,9 +83,15 @@ def run(args: argparse.Namespace) -> int:
     n = final.usage.completion_tokens if final and final.usage else 0
     gen_time = (t1 - first) if first else 0.0
     tps = (n - 1) / gen_time if n > 1 and gen_time > 0 else 0.0
+    usage = final.usage if final else None
+    spec = ""
+    if engine.spec_tokens:  # speculation on: say what it did, even nothing
+        drafted, accepted = (usage.spec_drafted, usage.spec_accepted) if usage else (0, 0)
+        spec = f", speculative: {accepted}/{drafted} drafts accepted"
     print(
         f"[prompt {len(ids)} tokens, generated {n} tokens, {tps:.1f} tok/s, "
-        f"first token {((first or t1) - t0) * 1000:.0f} ms, finish: {final.finish_reason if final else '?'}]",
+        f"first token {((first or t1) - t0) * 1000:.0f} ms{spec}, "
+        f"finish: {final.finish_reason if final else '?'}]",
         file=sys.stderr,
     )
     return 0

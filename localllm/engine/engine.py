@@ -114,6 +114,11 @@ class LLMEngine:
         self.stats.requests_aborted += 1
         return self._final_event(st, "abort", "")
 
+    @property
+    def spec_tokens(self) -> int:
+        """Draft tokens a request may verify per step unless it says otherwise (0: off)."""
+        return self.speculator.policy.num_tokens
+
     def _forget(self, seq: SequenceState) -> None:
         self.sampler.forget(seq.seq_id)
         self.speculator.forget(seq.seq_id)
@@ -180,7 +185,9 @@ class LLMEngine:
             toks = taken.accepted.get(seq.seq_id) or []
             st = self.requests.get(seq.request_id)
             if seq.seq_id in taken.drafted:
-                self.speculator.observe(seq, taken.drafted[seq.seq_id], len(toks) - 1)
+                drafted, accepted = taken.drafted[seq.seq_id], len(toks) - 1
+                self.speculator.observe(seq, drafted, accepted)
+                self.stats.record_verify(drafted, accepted)
             lps = taken.logprobs.get(seq.seq_id)
             if st is None or lps is None or seq.params.logprobs is None:
                 continue
@@ -249,7 +256,13 @@ class LLMEngine:
         lps: list[TokenLogprob] | None = None,
     ) -> TokenEvent:
         seq = st.seq
-        usage = Usage(seq.prompt_len, seq.num_output, seq.num_cached_prompt)
+        usage = Usage(
+            seq.prompt_len,
+            seq.num_output,
+            seq.num_cached_prompt,
+            seq.spec_proposed,
+            seq.spec_accepted,
+        )
         return TokenEvent(
             seq.request_id, text, ids or [], lps, reason, usage, stats=request_stats(seq)
         )

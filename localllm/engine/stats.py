@@ -47,13 +47,16 @@ class EngineStats:
         self.steps += 1
         self.step_time += seconds
 
+    def record_verify(self, drafted: int, accepted: int) -> None:
+        """One sequence's verify step (counted as it happens, so /metrics sees live numbers)."""
+        self.spec_proposed += drafted
+        self.spec_accepted += accepted
+
     def record_finished(self, seq: SequenceState) -> None:
         self.requests_finished += 1
         self.prompt_tokens += seq.prompt_len
         self.generated_tokens += seq.num_output
         self.cached_prompt_tokens += seq.num_cached_prompt
-        self.spec_proposed += seq.spec_proposed
-        self.spec_accepted += seq.spec_accepted
         self.last = request_stats(seq)
 
     @property

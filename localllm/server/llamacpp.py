@@ -13,7 +13,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
-from localllm.core import SamplingParams, TokenEvent, TokenLogprob
+from localllm.core import SamplingParams, TokenEvent, TokenLogprob, Usage
 from localllm.engine.async_engine import AsyncEngine
 from localllm.server.context import ServerContext
 from localllm.server.errors import error_body
@@ -42,6 +42,7 @@ def llamacpp_params(req: LlamaCppFields, max_tokens: int, logprobs: int | None) 
         ignore_eos=req.ignore_eos,
         logprobs=logprobs,
     )
+    values["spec_tokens"], values["spec_min_tokens"] = req.spec_limits()
     return make_params(values, req.samplers)
 
 
@@ -170,8 +171,16 @@ def _final_body(
             "predicted_n": predicted,
             "predicted_ms": gen_ms,
             "predicted_per_second": (predicted - 1) / (gen_ms / 1000) if gen_ms > 0 else 0.0,
+            **_draft_timings(usage),
         },
     }
+
+
+def _draft_timings(usage: Usage | None) -> dict[str, int]:
+    """llama.cpp's speculative counters, present when the request drafted."""
+    if usage is None or not usage.spec_drafted:
+        return {}
+    return {"draft_n": usage.spec_drafted, "draft_n_accepted": usage.spec_accepted}
 
 
 async def _stream(

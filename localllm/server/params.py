@@ -138,6 +138,7 @@ def sampling_params(
         ignore_eos=req.ignore_eos,
         logprobs=logprobs,
     )
+    values["spec_tokens"], values["spec_min_tokens"] = req.spec_limits()
     return make_params(values, req.samplers)
 
 

@@ -35,11 +35,19 @@ def usage_body(usages: list[Usage | None], n: int) -> dict[str, Any]:
     prompt = sum(u.prompt_tokens for u in per_prompt)
     cached = sum(u.cached_tokens for u in per_prompt)
     completion = sum(u.completion_tokens for u in usages if u is not None)
+    drafted = sum(u.spec_drafted for u in usages if u is not None)
+    accepted = sum(u.spec_accepted for u in usages if u is not None)
     return {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
         "prompt_tokens_details": {"cached_tokens": cached},
+        # OpenAI's names for verified guesses (Predicted Outputs): n-gram drafts here
+        "completion_tokens_details": {
+            "accepted_prediction_tokens": accepted,
+            "rejected_prediction_tokens": drafted - accepted,
+        },
+        "speculative": {"drafted_tokens": drafted, "accepted_tokens": accepted},  # extension
     }
 
 

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from localllm.engine.speculative.policy import MAX_SPEC_TOKENS
 from localllm.server.fields import FieldError, check_extra, find_bad_text
 
 UINT64 = 2**64 - 1
@@ -54,11 +55,37 @@ def penalty_field(default: float | None) -> Any:
     return Field(default, ge=lo, le=hi)
 
 
+class SpeculativeFields(_Body):
+    """Per-request n-gram speculation, as llama.cpp's server names it: n_max = most draft
+    tokens verified per step (0: off for this request), n_min = shorter drafts are not
+    verified. Absent: the server's --spec-tokens."""
+
+    n_max: int | None = Field(None, ge=0, le=MAX_SPEC_TOKENS)
+    n_min: int | None = Field(None, ge=0, le=MAX_SPEC_TOKENS)
+
+
+class SpecRequest(_Request):
+    """A generation body with speculation overrides: `"speculative": {"n_max": 8}` (our
+    OpenAI-body extension) or llama.cpp's flat `"speculative.n_max": 8`; the nested object
+    wins where both are given."""
+
+    speculative: SpeculativeFields | None = None
+    speculative_n_max: int | None = Field(None, alias="speculative.n_max", ge=0, le=MAX_SPEC_TOKENS)
+    speculative_n_min: int | None = Field(None, alias="speculative.n_min", ge=0, le=MAX_SPEC_TOKENS)
+
+    def spec_limits(self) -> tuple[int | None, int]:
+        """(SamplingParams.spec_tokens, .spec_min_tokens) these overrides ask for."""
+        nested = self.speculative
+        n_max = nested.n_max if nested and nested.n_max is not None else self.speculative_n_max
+        n_min = nested.n_min if nested and nested.n_min is not None else self.speculative_n_min
+        return n_max, n_min or 0
+
+
 class StreamOptions(_Body):
     include_usage: bool = False
 
 
-class SamplingFields(_Request):
+class SamplingFields(SpecRequest):
     """Fields every OpenAI generation endpoint shares (plus vLLM/llama.cpp extras)."""
 
     model: str | None = None

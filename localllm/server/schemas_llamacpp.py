@@ -12,13 +12,13 @@ from localllm.server.schemas import (
     LLAMACPP_TEMPERATURE_MAX,
     MAX_STOP,
     UINT64,
+    SpecRequest,
     _Body,
-    _Request,
     penalty_field,
 )
 
 
-class LlamaCppFields(_Request):
+class LlamaCppFields(SpecRequest):
     """Sampling and stopping fields `/infill` and `/completion` share."""
 
     model: str | None = None
