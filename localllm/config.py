@@ -8,6 +8,7 @@ from typing import Any
 from localllm.engine.speculative.policy import (
     DEFAULT_NGRAM_MAX,
     DEFAULT_NGRAM_MIN,
+    DEFAULT_SPEC_MAX_BATCH,
     GPU_DEFAULT_SPEC_TOKENS,
     MAX_SPEC_TOKENS,
     default_spec_tokens,
@@ -190,6 +191,9 @@ class EngineConfig:
     spec_ngram_min: int = option(
         DEFAULT_NGRAM_MIN, "--spec-ngram-min", "shortest n-gram looked up for drafts"
     )
+    # most decoding sequences that still speculate (None: DEFAULT_SPEC_MAX_BATCH, measured);
+    # not a command-line option: for measurements and tests
+    spec_max_batch: int | None = option(None, None, "")
     seed: int = option(0, None, "")  # seed of the sampler's shared generator
 
     def __post_init__(self) -> None:
@@ -213,6 +217,8 @@ class EngineConfig:
             raise ValueError(f"--dtype must be auto, fp16, bf16 or fp32, got {self.dtype!r}")
         if self.spec_tokens is not None and not 0 <= self.spec_tokens <= MAX_SPEC_TOKENS:
             raise ValueError(f"--spec-tokens must be in [0, {MAX_SPEC_TOKENS}]")
+        if self.spec_max_batch is not None and self.spec_max_batch < 1:
+            raise ValueError("spec_max_batch must be >= 1")
         if not 1 <= self.spec_ngram_min <= self.spec_ngram_max:
             raise ValueError("need 1 <= --spec-ngram-min <= --spec-ngram-max")
 
@@ -227,3 +233,8 @@ class EngineConfig:
         if self.spec_tokens is not None:
             return self.spec_tokens
         return default_spec_tokens(device_type)
+
+    @property
+    def spec_batch_cutoff(self) -> int:
+        """Above this many decoding sequences nobody speculates."""
+        return self.spec_max_batch or DEFAULT_SPEC_MAX_BATCH

@@ -150,6 +150,7 @@ class SequenceState:
         self.draft_ids: list[int] = []  # speculative proposals for the next step
         self.spec_proposed = 0
         self.spec_accepted = 0
+        self.spec_steps = 0  # verify steps (steps that fed drafts)
 
     @property
     def num_tokens(self) -> int:

@@ -19,9 +19,8 @@ from localllm.engine.engine import LLMEngine
 
 def _engine(path, **kw) -> LLMEngine:
     kw.setdefault("max_model_len", 1024)
-    eng = LLMEngine(EngineConfig(model=str(path), device="cpu", spec_tokens=4, **kw))
-    eng.speculator.policy.max_batch = 64  # tests batch everything: keep speculating
-    return eng
+    kw.setdefault("spec_max_batch", 128)  # tests batch everything: keep speculating
+    return LLMEngine(EngineConfig(model=str(path), device="cpu", spec_tokens=4, **kw))
 
 
 def _greedy(n: int, spec: int | None, **kw) -> SamplingParams:
@@ -168,7 +167,6 @@ def test_sampled_distribution_is_the_same_on_and_off() -> None:
     eng = _engine(
         conftest.testdata_path("models", "stories260K.gguf"), block_size=8, max_num_seqs=128
     )
-    eng.speculator.policy.max_batch = 128
     prompt = eng.encode_prompt(REPEAT + "Lily")
     n = 500
     hist = {}

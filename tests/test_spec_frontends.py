@@ -4,6 +4,7 @@ timings and /metrics, and the OpenAI client reading them."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -142,3 +143,21 @@ def test_infill_reports_llama_cpp_draft_timings(tmp_path) -> None:
         assert off.json()["content"] == r.json()["content"]
     finally:
         srv.stop()
+
+
+def test_bench_spec_compares_on_and_off(tmp_path, capsys) -> None:
+    model = conftest.testdata_path("models", "stories260K.gguf")
+    out = tmp_path / "spec.json"
+    args = ["bench", "--model", str(model), "--device", "cpu", "-p", "0", "-n", "0", "--spec",
+            "--spec-prompts", "story", "--spec-gen", "24", "--json", str(out)]  # fmt: skip
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "speculative k=4, batch 1, 24 tokens, grounded" in printed
+    res = json.loads(out.read_text())["spec"]
+    assert res["k"] == 4 and set(res["by_kind"]) == {"grounded", "open"}
+    for r in res["by_kind"].values():
+        assert r["identical"] == r["prompts"] > 0  # greedy: speculation changes no token
+        assert r["tok_s_on"] > 0 and r["tok_s_off"] > 0
+    assert res["by_kind"]["grounded"]["accepted"] > 0
+    assert main([*args[:-2], "--spec-tokens", "0"]) == 2
+    assert "give --spec-tokens >= 1" in capsys.readouterr().err

@@ -31,7 +31,9 @@ def measure_bandwidth() -> float:
 
 def _run(engine, prompts: list[list[int]], gen: int) -> tuple[float, float, int]:
     """Returns (seconds to first token of the last request, total seconds, generated tokens)."""
-    params = SamplingParams(max_tokens=gen, temperature=0.0, ignore_eos=True)
+    # plain decoding, as llama-bench measures it (random-weight models loop, so n-gram drafts
+    # would inflate tg); `--spec` measures speculation on real prompts
+    params = SamplingParams(max_tokens=gen, temperature=0.0, ignore_eos=True, spec_tokens=0)
     ids = [engine.add_request(p, params) for p in prompts]
     remaining = set(ids)
     t0 = time.perf_counter()
@@ -120,7 +122,7 @@ def bench_itl(engine) -> dict:
     """p99 gap between tokens of 8 running streams, unloaded and while 8000 tokens prefill."""
     rng = random.Random(11)
     V, bos = engine.model_cfg.vocab_size, engine.tokenizer.bos_id
-    params = SamplingParams(max_tokens=3000, temperature=0.0, ignore_eos=True)
+    params = SamplingParams(max_tokens=3000, temperature=0.0, ignore_eos=True, spec_tokens=0)
     ids = {engine.add_request(_rand_prompt(rng, V, 128, bos), params) for _ in range(8)}
     _step_gaps(engine, ids, 20)
     unloaded = sorted(_step_gaps(engine, ids, 100))

@@ -16,7 +16,9 @@ from localllm.bench.scenarios import (
     bench_tg,
     measure_bandwidth,
 )
+from localllm.bench.spec import BENCH_SPEC_TOKENS, compare, format_compare, prompt_set
 from localllm.cli.args import HelpFormatter, add_engine_args, engine_config
+from localllm.errors import LocalLLMError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -48,6 +50,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="p99 inter-token latency of 8 streams while an 8000-token prompt prefills",
     )
+    p.add_argument(
+        "--spec",
+        action="store_true",
+        help="speculative decoding on vs off at batch 1 on input-grounded and open-ended "
+        "prompts: speed, acceptance, mean accepted run (k: --spec-tokens, else "
+        f"{BENCH_SPEC_TOKENS})",
+    )
+    p.add_argument(
+        "--spec-prompts",
+        default="auto",
+        choices=["auto", "chat", "code", "story"],
+        help="prompt set of --spec (auto: chat if the model has a chat template, else code)",
+    )
+    p.add_argument("--spec-gen", type=int, default=128, help="tokens per prompt of --spec")
     p.add_argument("--json", type=str, default=None, help="write results to this file")
     p.set_defaults(func=run)
 
@@ -62,7 +78,10 @@ def _engine(args: argparse.Namespace):
         max_num_batched_tokens=max(args.max_num_batched_tokens, args.n_prompt),
         max_num_seqs=max([args.max_num_seqs, *par]),
         max_model_len=args.max_model_len or (8192 + 256 if args.itl_test else 4096 + 256),
+        **({"spec_tokens": BENCH_SPEC_TOKENS} if args.spec and args.spec_tokens is None else {}),
     )
+    if args.spec and cfg.spec_tokens == 0:
+        raise LocalLLMError("--spec compares speculation on and off: give --spec-tokens >= 1")
     return LLMEngine(cfg)
 
 
@@ -112,6 +131,11 @@ def _latency(args: argparse.Namespace, engine, res: dict) -> None:
             f"prefix cache: 4000-token prompt TTFT cold {p['cold_ms']:.1f} ms, with 3900 cached "
             f"{p['warm_ms']:.1f} ms ({100 * p['ratio']:.1f}% of cold)"
         )
+    if args.spec:
+        k, prompts = engine.spec_tokens, prompt_set(engine, args.spec_prompts)
+        by_kind = compare(engine, prompts, args.spec_gen, k)
+        res["spec"] = {"k": k, "gen": args.spec_gen, "by_kind": by_kind}
+        print("\n".join(format_compare(k, args.spec_gen, res["spec"]["by_kind"])))
     if args.itl_test:
         res["itl"] = bench_itl(engine)
         i = res["itl"]

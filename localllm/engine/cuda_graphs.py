@@ -43,7 +43,7 @@ PREFILL_GRAPH_TOKENS = 128
 
 # verify widths captured besides 1 + --spec-tokens: a short draft pads to the narrowest
 # that holds it (the skinny GEMM costs about the same for all of these rows)
-VERIFY_WIDTHS = (3,)
+VERIFY_WIDTHS = (3, 5)
 
 # (graph key, decode items, the one prefill chunk or None)
 ReplayPlan = tuple[GraphKey, list["ScheduledSeq"], "ScheduledSeq | None"]

@@ -66,9 +66,8 @@ class LLMEngine:
             self.block_manager,
         )
         self.sampler = Sampler(self.model_cfg.vocab_size, self.runner.device, seed=cfg.seed)
-        spec = SpecPolicy(
-            cfg.spec_tokens_on(self.runner.device.type), cfg.spec_ngram_min, cfg.spec_ngram_max
-        )
+        k = cfg.spec_tokens_on(self.runner.device.type)
+        spec = SpecPolicy(k, cfg.spec_ngram_min, cfg.spec_ngram_max, cfg.spec_batch_cutoff)
         self.speculator = Speculator(spec, self.max_model_len)
         self.requests: dict[str, _RequestState] = {}
         self.stats = EngineStats()

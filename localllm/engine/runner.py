@@ -20,7 +20,6 @@ from localllm.device import activation_dtype, gib, pick_backend, pick_device
 from localllm.engine.cuda_graphs import MIXED_CHUNK, GraphRunner
 from localllm.engine.kv_cache import KVPoolPlanner
 from localllm.engine.scheduler import ScheduledBatch
-from localllm.engine.speculative.policy import DEFAULT_SPEC_MAX_BATCH
 from localllm.errors import OutOfMemoryError
 from localllm.formats.gguf import GGUFFile
 from localllm.kernels.registry import Ops
@@ -77,7 +76,7 @@ class ModelRunner:
             chunk = min(cfg.decode_prefill_chunk or MIXED_CHUNK, MIXED_CHUNK)
             spec = cfg.spec_tokens_on(self.device.type)
             self.graphs = GraphRunner(
-                self, max(1, cfg.max_num_seqs), chunk, spec, DEFAULT_SPEC_MAX_BATCH
+                self, max(1, cfg.max_num_seqs), chunk, spec, cfg.spec_batch_cutoff
             )
 
     # ---- memory -------------------------------------------------------------------------

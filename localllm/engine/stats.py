@@ -25,6 +25,7 @@ def request_stats(seq: SequenceState) -> dict:
     }
     if seq.spec_proposed:
         out["spec_acceptance"] = seq.spec_accepted / seq.spec_proposed
+        out["spec_steps"] = seq.spec_steps  # verify steps: accepted / steps = mean run
     return out
 
 

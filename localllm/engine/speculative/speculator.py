@@ -77,6 +77,7 @@ class Speculator:
         """A verify step of seq: `accepted` of its `drafted` drafts were taken."""
         seq.spec_proposed += drafted
         seq.spec_accepted += accepted
+        seq.spec_steps += 1
         st = self._states.get(seq.seq_id)
         if st is not None and drafted:
             st.acceptance.observe(drafted, accepted)

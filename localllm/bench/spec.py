@@ -1,0 +1,175 @@
+"""Speculative decoding on vs off: per-prompt decode speed, acceptance and mean accepted run
+on input-grounded and open-ended prompts (batch 1), aggregate throughput with many streams,
+and the cost of one verify step relative to a plain decode step."""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+
+import torch
+
+from localllm.bench.spec_prompts import chat_prompts, code_prompts, story_prompts
+from localllm.core import SamplingParams
+
+BENCH_SPEC_TOKENS = 4  # k of `localllm bench --spec` when --spec-tokens is not given
+
+
+@dataclass
+class Run:
+    ids: list[int]
+    decode_s: float  # first token to last
+    drafted: int
+    accepted: int
+    steps: int  # verify steps
+
+    @property
+    def tok_s(self) -> float:
+        return (len(self.ids) - 1) / self.decode_s if self.decode_s > 0 else 0.0
+
+
+def _sync(engine) -> None:
+    if engine.runner.device.type == "cuda":
+        torch.cuda.synchronize(engine.runner.device)
+
+
+def generate_one(engine, prompt: list[int], gen: int, k: int) -> Run:
+    """One greedy request alone (k: its speculative.n_max, 0 = off)."""
+    params = SamplingParams(max_tokens=gen, temperature=0.0, spec_tokens=k)
+    rid = engine.add_request(prompt, params)
+    ids: list[int] = []
+    first = end = None
+    stats: dict = {}
+    usage = None
+    while engine.has_work():
+        for ev in engine.step():
+            if ev.request_id != rid:
+                continue
+            if ev.token_ids and first is None:
+                _sync(engine)
+                first = time.perf_counter()
+            ids += ev.token_ids
+            if ev.finished:
+                _sync(engine)
+                end, stats = time.perf_counter(), ev.stats or {}
+                usage = ev.usage
+    assert first is not None and end is not None and usage is not None
+    return Run(
+        ids, end - first, usage.spec_drafted, usage.spec_accepted, stats.get("spec_steps", 0)
+    )
+
+
+def prompt_set(engine, which: str) -> list[tuple[str, list[int]]]:
+    """(kind, ids) of the chat, code or story prompts; "auto": chat if the model has a chat
+    template of its own, else code."""
+    if which == "auto":
+        which = "chat" if engine.gguf.metadata.get("tokenizer.chat_template") else "code"
+    sets = {"chat": chat_prompts, "code": code_prompts, "story": story_prompts}
+    if which not in sets:
+        raise ValueError(f"unknown prompt set {which!r}: chat, code, story or auto")
+    out = []
+    for kind, text in sets[which]():
+        if which == "chat":
+            msgs = [{"role": "user", "content": text}]
+            rendered = engine.chat_template.render(msgs, add_generation_prompt=True)
+            ids = engine.tokenizer.encode(
+                rendered, add_special=not engine.chat_template.renders_bos
+            )
+        else:
+            ids = engine.encode_prompt(text)
+        out.append((kind, ids))
+    return out
+
+
+def compare(engine, prompts: list[tuple[str, list[int]]], gen: int, k: int) -> dict:
+    """Each prompt alone, off then on: per kind, decode speedup (summed time), acceptance,
+    mean accepted run and how many outputs were identical."""
+    generate_one(engine, prompts[0][1], 8, k)  # warm-up
+    kinds: dict[str, dict] = {}
+    for kind, ids in prompts:
+        off, on = generate_one(engine, ids, gen, 0), generate_one(engine, ids, gen, k)
+        agg = kinds.setdefault(kind, dict.fromkeys(("off_s", "on_s", "tok_off", "tok_on",
+                                                     "drafted", "accepted", "steps", "same", "n"), 0))  # fmt: skip
+        agg["off_s"] += off.decode_s
+        agg["on_s"] += on.decode_s
+        agg["tok_off"] += len(off.ids) - 1
+        agg["tok_on"] += len(on.ids) - 1
+        for f in ("drafted", "accepted", "steps"):
+            agg[f] += getattr(on, f)
+        agg["same"] += off.ids == on.ids
+        agg["n"] += 1
+    return {kind: _summary(a) for kind, a in kinds.items()}
+
+
+def _summary(a: dict) -> dict:
+    off = a["tok_off"] / a["off_s"] if a["off_s"] else 0.0
+    on = a["tok_on"] / a["on_s"] if a["on_s"] else 0.0
+    return {
+        "prompts": a["n"],
+        "identical": a["same"],
+        "tok_s_off": off,
+        "tok_s_on": on,
+        "speedup": on / off if off else 0.0,
+        "drafted": a["drafted"],
+        "accepted": a["accepted"],
+        "acceptance": a["accepted"] / a["drafted"] if a["drafted"] else 0.0,
+        "mean_run": a["accepted"] / a["steps"] if a["steps"] else 0.0,  # drafts taken per verify
+    }
+
+
+def throughput(engine, prompts: list[list[int]], streams: int, gen: int, k: int) -> float:
+    """Generated tokens per second of `streams` concurrent greedy requests (prompts cycled)."""
+    batch = [prompts[i % len(prompts)] for i in range(streams)]
+    params = SamplingParams(max_tokens=gen, temperature=0.0, ignore_eos=True, spec_tokens=k)
+    engine.generate(batch[:2], SamplingParams(max_tokens=4, temperature=0.0, spec_tokens=k))
+    _sync(engine)
+    t0 = time.perf_counter()
+    out = engine.generate(batch, [params] * streams)
+    _sync(engine)
+    return sum(len(o) for o in out) / (time.perf_counter() - t0)
+
+
+def step_time(engine, batch: int, k: int, steps: int, context: int = 512) -> float:
+    """Seconds per engine step of `batch` decoding sequences that each verify k drafts (k = 0:
+    plain decode). Drafts are forced (a fixed token), so the cost does not depend on them."""
+    rng = random.Random(batch * 100 + k)
+    V = engine.model_cfg.vocab_size
+    prompts = [[rng.randrange(3, V) for _ in range(context)] for _ in range(batch)]
+    params = SamplingParams(max_tokens=steps * (k + 1) + 64, temperature=0.0, ignore_eos=True,
+                            spec_tokens=0)  # fmt: skip
+    ids = [engine.add_request(p, params) for p in prompts]
+    while any(s.in_prefill for s in engine.scheduler.running) or engine.scheduler.waiting:
+        engine.step()
+    real = engine.speculator.propose
+
+    def forced(decodes) -> None:
+        for s in decodes:
+            s.draft_ids = [3] * k
+
+    engine.speculator.propose = forced
+    try:
+        for _ in range(3):
+            engine.step()
+        _sync(engine)
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            engine.step()
+        _sync(engine)
+        return (time.perf_counter() - t0) / steps
+    finally:
+        engine.speculator.propose = real
+        for rid in ids:
+            engine.abort(rid)
+
+
+def format_compare(k: int, gen: int, res: dict) -> list[str]:
+    lines = []
+    for kind, r in res.items():
+        lines.append(
+            f"speculative k={k}, batch 1, {gen} tokens, {kind} ({r['prompts']} prompts): "
+            f"{r['speedup']:.2f}x ({r['tok_s_off']:.1f} -> {r['tok_s_on']:.1f} tok/s), "
+            f"acceptance {100 * r['acceptance']:.0f}%, mean accepted run {r['mean_run']:.2f}, "
+            f"identical output {r['identical']}/{r['prompts']}"
+        )
+    return lines
