@@ -153,7 +153,9 @@ def test_stop_strings_eos_max_tokens_logprobs_and_penalties_inside_runs(stories)
             ids = [t for ev in evs for t in ev.token_ids]
             lps = [lp.token_id for ev in evs for lp in ev.logprobs or []]
             lpv = [round(lp.logprob, 4) for ev in evs for lp in ev.logprobs or []]
-            events[spec] = (text, ids, lps, lpv, evs[-1].finish_reason, evs[-1].usage)
+            u = evs[-1].usage
+            counts = (u.prompt_tokens, u.completion_tokens, u.cached_tokens)
+            events[spec] = (text, ids, lps, lpv, evs[-1].finish_reason, counts)
         assert events[0] == events[4], kw
         if kw.get("logprobs"):
             assert events[4][2] == events[4][1]  # one logprob entry per emitted token
