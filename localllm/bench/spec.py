@@ -115,6 +115,8 @@ def _summary(a: dict) -> dict:
         "accepted": a["accepted"],
         "acceptance": a["accepted"] / a["drafted"] if a["drafted"] else 0.0,
         "mean_run": a["accepted"] / a["steps"] if a["steps"] else 0.0,  # drafts taken per verify
+        "steps": a["steps"],  # verify steps
+        "tokens_on": a["tok_on"],  # decode tokens (after the first) with speculation on
     }
 
 
@@ -122,7 +124,8 @@ def throughput(engine, prompts: list[list[int]], streams: int, gen: int, k: int)
     """Generated tokens per second of `streams` concurrent greedy requests (prompts cycled)."""
     batch = [prompts[i % len(prompts)] for i in range(streams)]
     params = SamplingParams(max_tokens=gen, temperature=0.0, ignore_eos=True, spec_tokens=k)
-    engine.generate(batch[:2], SamplingParams(max_tokens=4, temperature=0.0, spec_tokens=k))
+    # the same prompts once first: compiled shapes, and every run finds them in the prefix cache
+    engine.generate(batch, [SamplingParams(max_tokens=2, temperature=0.0, spec_tokens=k)] * streams)
     _sync(engine)
     t0 = time.perf_counter()
     out = engine.generate(batch, [params] * streams)
