@@ -99,6 +99,11 @@ def test_request_overrides() -> None:
     off, on = seq(REPEAT), seq(REPEAT, spec_tokens=3)
     spec.propose([off, on])
     assert off.draft_ids == [] and 1 <= len(on.draft_ids) <= 3
+    spec.policy.num_tokens = 4
+    seeded, asked = seq(REPEAT, seed=3), seq(REPEAT, seed=3, spec_tokens=2)
+    greedy_seeded = seq(REPEAT, seed=3, temperature=0.0)
+    spec.propose([seeded, asked, greedy_seeded])
+    assert seeded.draft_ids == [] and asked.draft_ids and greedy_seeded.draft_ids
     picky = seq(REPEAT, spec_tokens=4, spec_min_tokens=5)
     spec.propose([picky])
     assert picky.draft_ids == []  # proposals shorter than n_min are not verified

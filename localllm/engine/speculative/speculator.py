@@ -29,9 +29,14 @@ class Speculator:
         self._states: dict[int, _SeqState] = {}
 
     def k_max(self, seq: SequenceState) -> int:
-        """Most drafts this sequence may verify per step (its request may override the engine)."""
-        k = seq.params.spec_tokens
-        return self.policy.num_tokens if k is None else k
+        """Most drafts this sequence may verify per step (its request may override the engine).
+        A seeded sampled request does not speculate unless it asks: its random draws would
+        then depend on whether it drafted, and so on the batch (the cutoff), and its output
+        would no longer be reproducible."""
+        p = seq.params
+        if p.spec_tokens is not None:
+            return p.spec_tokens
+        return 0 if p.seed is not None and not p.greedy else self.policy.num_tokens
 
     def propose(self, decodes: Iterable[SequenceState]) -> None:
         """Set draft_ids of each decoding sequence (none when the batch is too large)."""
