@@ -93,3 +93,14 @@ def test_step_cost_is_independent_of_context_length() -> None:
         index.propose(tokens, 8)
     per_step = (time.perf_counter() - t0) / steps
     assert per_step < 300e-6, f"{per_step * 1e6:.0f} us per step"  # a rescan takes ~10 ms
+
+
+def test_a_long_prompt_is_indexed_in_bounded_pieces() -> None:
+    rng = random.Random(5)
+    tokens = [rng.randrange(50) for _ in range(10_000)]
+    index = NgramIndex(2, 4)
+    steps = 0
+    while not index.sync(tokens, budget=4096):
+        steps += 1
+    assert steps == 2 and len(index) == len(tokens)
+    assert index.propose(tokens, 5) == rescan(tokens, 2, 4, 5)

@@ -44,19 +44,23 @@ class NgramIndex:
     def __len__(self) -> int:
         return self._synced
 
-    def sync(self, tokens: Sequence[int]) -> None:
-        """Index the tokens appended since the last call (all of them the first time)."""
+    def sync(self, tokens: Sequence[int], budget: int | None = None) -> bool:
+        """Index the tokens appended since the last call (all of them the first time), at most
+        `budget` of them (a long prompt is indexed over a few steps instead of stalling one);
+        True when the index has caught up."""
         if len(tokens) < self._synced:  # the list was cut (never in the engine): start over
             self._latest.clear()
             self._synced = 0
         latest = self._latest
-        for j in range(max(self._synced, 1), len(tokens)):
+        end = len(tokens) if budget is None else min(len(tokens), self._synced + budget)
+        for j in range(max(self._synced, 1), end):
             key = 0  # tokens[j-n:j] packed, first token in the highest bits
             for n in range(1, min(self.n_max, j) + 1):
                 key |= (tokens[j - n] & _MASK) << (KEY_BITS * (n - 1))
                 if n >= self.n_min:
                     latest[key | (1 << (KEY_BITS * n))] = j
-        self._synced = len(tokens)
+        self._synced = max(self._synced, end)
+        return self._synced == len(tokens)
 
     def lookup(self, tokens: Sequence[int]) -> tuple[int, int] | None:
         """(n, j) of the longest suffix n-gram seen earlier and where its continuation starts."""

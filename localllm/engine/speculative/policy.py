@@ -33,6 +33,9 @@ DEFAULT_SPEC_MAX_BATCH = 8
 # relative cost of one more verify row at batch 1 (a k-draft step costs 1 + k * this);
 # set from the measured k=4 / k=8 verify cost on the GPU
 VERIFY_COST_PER_DRAFT = 0.05
+# tokens of a sequence indexed per step at most: a 32K-token prompt is indexed over a few
+# steps (a few ms each) instead of stalling every stream for one long step
+SYNC_TOKENS_PER_STEP = 4096
 MIN_GAIN = 1.05  # draft only when the expected tokens per unit cost beat a plain step by this
 DECAY = 0.85  # weight of the past in the acceptance estimate, per observation
 PRIOR_ACCEPT, PRIOR_WEIGHT = 0.5, 2.0  # a new sequence starts as if 1 of 2 drafts was accepted

@@ -12,7 +12,12 @@ from dataclasses import dataclass
 
 from localllm.core import SequenceState
 from localllm.engine.speculative.ngram import NgramIndex
-from localllm.engine.speculative.policy import Acceptance, SpecPolicy, best_draft_len
+from localllm.engine.speculative.policy import (
+    SYNC_TOKENS_PER_STEP,
+    Acceptance,
+    SpecPolicy,
+    best_draft_len,
+)
 
 
 @dataclass
@@ -58,7 +63,8 @@ class Speculator:
         if limit < max(1, seq.params.spec_min_tokens):
             return []
         st = self._state(seq)
-        st.index.sync(tokens)
+        if not st.index.sync(tokens, SYNC_TOKENS_PER_STEP):
+            return []  # still indexing a long prompt
         acc = st.acceptance
         if acc.shadow is not None and st.shadow_at < len(tokens):
             acc.observe_shadow(tokens[st.shadow_at])
