@@ -27,7 +27,8 @@ GPU_DEFAULT_SPEC_TOKENS = 0
 CPU_DEFAULT_SPEC_TOKENS = 0
 DEFAULT_NGRAM_MIN = 2
 DEFAULT_NGRAM_MAX = 4
-MAX_SPEC_TOKENS = 15  # verify widths 1 + k stay within the split-KV decode attention (16)
+# 1 + k query rows stay within the split-KV decode attention (kernels/plan.ATTN_DECODE_MAX_Q)
+MAX_SPEC_TOKENS = 15
 # above this many decoding sequences nobody speculates (set from the 32-stream measurement)
 DEFAULT_SPEC_MAX_BATCH = 8
 # relative cost of one more verify row at batch 1 (a k-draft step costs 1 + k * this);
