@@ -22,7 +22,6 @@ Prints a table and writes spec_measure.json to $OUT (or --out).
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import sys
@@ -64,11 +63,8 @@ def _engine(a: argparse.Namespace, model: str, k_max: int, cutoff: int, **kw) ->
     return LLMEngine(cfg)
 
 
-def _release(engine: LLMEngine | None) -> None:
-    del engine
-    gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
+def _release(engine: LLMEngine) -> None:
+    engine.close()  # frees the KV pool and graphs before the next engine sizes its own
 
 
 def verify_costs(a: argparse.Namespace) -> dict:

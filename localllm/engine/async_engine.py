@@ -158,3 +158,5 @@ class AsyncEngine:
         self._stop = True
         self._wake.set()
         self._thread.join(timeout=10)
+        if not self._thread.is_alive():  # never free memory under a step still running
+            self.engine.close()

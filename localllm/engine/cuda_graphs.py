@@ -89,6 +89,13 @@ class GraphRunner:
             self.logits.clear()
             self.greedy.clear()
 
+    def close(self) -> None:
+        """Drop every captured graph (their private memory pool goes with them)."""
+        self.enabled = False
+        self.graphs.clear()
+        self.logits.clear()
+        self.greedy.clear()
+
     # ---- capture ------------------------------------------------------------------------
     def _capture(self, key: GraphKey, pool: Any, stream: torch.cuda.Stream) -> None:
         model, kv = self.runner.model, self.runner.kv

@@ -71,6 +71,25 @@ class LLMEngine:
         self.speculator = Speculator(spec, self.max_model_len)
         self.requests: dict[str, _RequestState] = {}
         self.stats = EngineStats()
+        self.closed = False
+
+    # ---- lifetime -----------------------------------------------------------------------
+    def close(self) -> None:
+        """Abort every request and free the device memory this engine holds (KV pool, CUDA
+        graphs, weights), so that another engine in the same process can size its pool from
+        it. The engine cannot be used afterwards; closing twice is harmless."""
+        if self.closed:
+            return
+        for request_id in list(self.requests):
+            self.abort(request_id)
+        self.closed = True
+        self.runner.close()
+
+    def __enter__(self) -> LLMEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # ---- requests -----------------------------------------------------------------------
     def add_request(
@@ -82,6 +101,8 @@ class LLMEngine:
     ) -> str:
         """Queue a request. continuation=True keeps the leading space of the first generated
         piece (a completion continuing its prompt); chat answers pass False."""
+        if self.closed:
+            raise RequestError("the engine is closed")
         request_id = request_id or uuid.uuid4().hex
         if request_id in self.requests:
             raise RequestError(f"duplicate request id {request_id!r}")
@@ -150,6 +171,8 @@ class LLMEngine:
     # ---- one step -----------------------------------------------------------------------
     @torch.inference_mode()
     def step(self) -> list[TokenEvent]:
+        if self.closed:
+            return []
         self.speculator.propose(s for s in self.scheduler.running if not s.in_prefill)
         batch = self.scheduler.schedule()
         ended = [self._end_by_scheduler(seq) for seq in batch.finished]

@@ -7,6 +7,7 @@ Decode-only batches replay CUDA graphs captured for bucketed batch sizes.
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
 from collections.abc import Sequence
@@ -47,6 +48,8 @@ class ModelRunner:
         self.cfg = cfg
         self.model_cfg = model_cfg
         self.device = pick_device(cfg.device)
+        if self.device.type == "cuda":  # an earlier engine deleted without close()
+            release_device_memory(self.device)
         self.backend = pick_backend(cfg.backend, self.device)
         self.dtype = activation_dtype(self.device, cfg.dtype)
         self.pool = KVPoolPlanner(cfg, model_cfg, self.device)  # checks --kv-dtype early
@@ -80,6 +83,16 @@ class ModelRunner:
             )
 
     # ---- memory -------------------------------------------------------------------------
+    def close(self) -> None:
+        """Free the CUDA graphs, the KV pool and the weights (LLMEngine.close)."""
+        if self.graphs is not None:
+            self.graphs.close()
+            self.graphs = None
+        for name in ("kv", "model"):
+            if hasattr(self, name):
+                delattr(self, name)
+        release_device_memory(self.device)
+
     def _check_weights_fit(self, gguf: GGUFFile) -> None:
         if self.device.type != "cuda":
             return
@@ -192,3 +205,12 @@ class ModelRunner:
         if hidden.shape[0] == 0:
             return StepOutput(torch.empty(0, self.model_cfg.vocab_size, device=self.device), rows)
         return StepOutput(self.model.logits(hidden), rows)
+
+
+def release_device_memory(device: torch.device) -> None:
+    """Collect unreachable objects (an engine's runner and graph runner refer to each other)
+    and hand cached blocks back to the driver, so mem_get_info sees them as free."""
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.empty_cache()
