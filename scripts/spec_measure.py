@@ -82,9 +82,21 @@ def verify_costs(a: argparse.Namespace) -> dict:
     k0, b0 = ks[0], batches[0]
     free = [b for b in batches if out["batch"][b]["verify"][k0]["cost"] <= a.free_cost]
     out["suggested_spec_max_batch"] = max(free) if free else 0
-    out["suggested_cost_per_draft"] = (out["batch"][b0]["verify"][k0]["cost"] - 1.0) / k0
+    out.update(zip(("suggested_cost_fixed", "suggested_cost_per_draft"), _cost_line(out, b0)))
     _release(eng)
     return out
+
+
+def _cost_line(out: dict, b: int) -> tuple[float, float]:
+    """(VERIFY_COST_FIXED, VERIFY_COST_PER_DRAFT): the line through the batch-b verify costs
+    of the two smallest k (with one k: all of the price per draft, no fixed part)."""
+    pts = sorted((k, r["cost"] - 1.0) for k, r in out["batch"][b]["verify"].items())
+    if len(pts) < 2:
+        k, c = pts[0]
+        return 0.0, c / k
+    (k1, c1), (k2, c2) = pts[:2]
+    per = (c2 - c1) / (k2 - k1)
+    return c1 - per * k1, per
 
 
 def real_model(a: argparse.Namespace, name: str, path: str, which: str) -> dict:
@@ -147,7 +159,8 @@ def table(res: dict) -> list[str]:
             ]
             lines.append(f"  batch {b:>3}: decode {row['decode_ms']:.2f} ms, " + ", ".join(parts))
         lines.append(f"  suggested DEFAULT_SPEC_MAX_BATCH = {v['suggested_spec_max_batch']}, "
-                     f"VERIFY_COST_PER_DRAFT = {v['suggested_cost_per_draft']:.3f}")  # fmt: skip
+                     f"VERIFY_COST_FIXED = {v['suggested_cost_fixed']:.3f}, "
+                     f"VERIFY_COST_PER_DRAFT = {v['suggested_cost_per_draft']:.4f}")  # fmt: skip
     for m in res["models"]:
         for k, kinds in m["batch1"].items():
             for kind, r in kinds.items():

@@ -10,6 +10,8 @@ from localllm.engine.speculative.policy import (
     SpecPolicy,
     best_draft_len,
     expected_tokens,
+    verify_cost,
+    verify_price,
 )
 from localllm.engine.speculative.speculator import Speculator
 from localllm.errors import RequestError
@@ -28,8 +30,15 @@ def test_expected_tokens_and_the_best_draft_length() -> None:
     assert expected_tokens(1.0, 4) == 5.0
     assert expected_tokens(0.5, 1) == pytest.approx(1.5)
     assert best_draft_len(0.05, 8) == 0  # nothing pays for the verify rows
-    assert 1 <= best_draft_len(0.5, 8) < best_draft_len(0.95, 8) <= 8
+    cheap = {"per_draft": 0.05, "fixed": 0.0}  # rows nearly free: the length follows acceptance
+    assert 1 <= best_draft_len(0.5, 8, **cheap) < best_draft_len(0.95, 8, **cheap) <= 8
     assert best_draft_len(0.9, 8, per_draft=1.0) == 0  # rows as dear as a step: never
+    # the measured GPU price (a verify step ~2x a batch-1 step): only likely drafts pay
+    fixed, per_draft = verify_price("cuda")
+    gpu = {"per_draft": per_draft, "fixed": fixed}
+    assert best_draft_len(0.5, 8, **gpu) == 0
+    assert best_draft_len(0.8, 8, **gpu) >= 4
+    assert verify_cost(4, **gpu) == pytest.approx(2.064, abs=1e-3)
 
 
 def test_acceptance_counts_only_tried_positions_and_decays() -> None:

@@ -19,7 +19,7 @@ from localllm.engine.block_manager import BlockManager
 from localllm.engine.runner import ModelRunner
 from localllm.engine.sampler import Sampler
 from localllm.engine.scheduler import ScheduledBatch, Scheduler, SchedulerConfig
-from localllm.engine.speculative.policy import SpecPolicy
+from localllm.engine.speculative.policy import SpecPolicy, verify_price
 from localllm.engine.speculative.speculator import Speculator
 from localllm.engine.stats import EngineSnapshot, EngineStats, request_stats
 from localllm.engine.step_sampling import StepTokens, sample_step
@@ -67,7 +67,10 @@ class LLMEngine:
         )
         self.sampler = Sampler(self.model_cfg.vocab_size, self.runner.device, seed=cfg.seed)
         k = cfg.spec_tokens_on(self.runner.device.type)
-        spec = SpecPolicy(k, cfg.spec_ngram_min, cfg.spec_ngram_max, cfg.spec_batch_cutoff)
+        fixed, per_draft = verify_price(self.runner.device.type)
+        spec = SpecPolicy(
+            k, cfg.spec_ngram_min, cfg.spec_ngram_max, cfg.spec_batch_cutoff, per_draft, fixed
+        )
         self.speculator = Speculator(spec, self.max_model_len)
         self.requests: dict[str, _RequestState] = {}
         self.stats = EngineStats()

@@ -20,20 +20,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-# --spec-tokens when not given: off on CPU; on a GPU the value the measurements justify
-# (the integrator sets it from BENCHMARKS.md: the largest k whose verify step costs <= 1.25x
-# a decode step and never loses more than 5% on open-ended prompts; 0 keeps it off)
-GPU_DEFAULT_SPEC_TOKENS = 0
+# --spec-tokens when not given: off on CPU; on a GPU 8 (H200, scripts/spec_measure.py, see
+# BENCHMARKS.md: a k=8 verify step costs what a k=4 one does (2.09x vs 2.06x a batch-1 decode
+# step), open-ended prompts still gained 1.39-1.52x, 32 streams were unchanged (1.003x), and
+# the cost model below keeps a sequence from drafting unless it expects to gain MIN_GAIN)
+GPU_DEFAULT_SPEC_TOKENS = 8
 CPU_DEFAULT_SPEC_TOKENS = 0
 DEFAULT_NGRAM_MIN = 2
 DEFAULT_NGRAM_MAX = 4
 # 1 + k query rows stay within the split-KV decode attention (kernels/plan.ATTN_DECODE_MAX_Q)
 MAX_SPEC_TOKENS = 15
-# above this many decoding sequences nobody speculates (set from the 32-stream measurement)
-DEFAULT_SPEC_MAX_BATCH = 8
-# relative cost of one more verify row at batch 1 (a k-draft step costs 1 + k * this);
-# set from the measured k=4 / k=8 verify cost on the GPU
-VERIFY_COST_PER_DRAFT = 0.05
+# above this many decoding sequences nobody speculates (H200, llama3-8b-q4_k_m: a k=4 verify
+# step costs 1.07x / 1.17x a plain step at batch 2 / 4, but 2.0x at batch 8)
+DEFAULT_SPEC_MAX_BATCH = 4
+# a k-draft verify step at batch 1 costs 1 + fixed + k * per_draft plain steps, per device type.
+# GPU (H200, llama3-8b-q4_k_m, scripts/spec_measure.py: k=4 2.064x, k=8 2.094x): the rows leave
+# the one-row int8 GEMV for the multi-row GEMM (a fixed price), then each row adds little.
+# CPU (the reference path): every row costs about the same small extra, no fixed part.
+VERIFY_PRICE = {"cuda": (1.034, 0.0075), "cpu": (0.0, 0.05)}  # device type -> (fixed, per_draft)
+VERIFY_COST_FIXED, VERIFY_COST_PER_DRAFT = VERIFY_PRICE["cpu"]
 # tokens of a sequence indexed per step at most: a 32K-token prompt is indexed over a few
 # steps (a few ms each) instead of stalling every stream for one long step
 SYNC_TOKENS_PER_STEP = 4096
@@ -42,12 +47,20 @@ DECAY = 0.85  # weight of the past in the acceptance estimate, per observation
 PRIOR_ACCEPT, PRIOR_WEIGHT = 0.5, 2.0  # a new sequence starts as if 1 of 2 drafts was accepted
 
 
+def verify_price(device_type: str) -> tuple[float, float]:
+    """(fixed, per_draft) of a verify step on this device type."""
+    return VERIFY_PRICE.get(device_type, VERIFY_PRICE["cpu"])
+
+
 def default_spec_tokens(device_type: str) -> int:
     return GPU_DEFAULT_SPEC_TOKENS if device_type == "cuda" else CPU_DEFAULT_SPEC_TOKENS
 
 
-def verify_cost(k: int, per_draft: float = VERIFY_COST_PER_DRAFT) -> float:
-    return 1.0 + per_draft * k
+def verify_cost(
+    k: int, per_draft: float = VERIFY_COST_PER_DRAFT, fixed: float = VERIFY_COST_FIXED
+) -> float:
+    """A k-draft step's time in plain decode steps."""
+    return 1.0 + (fixed if k else 0.0) + per_draft * k
 
 
 def expected_tokens(a: float, k: int) -> float:
@@ -57,11 +70,13 @@ def expected_tokens(a: float, k: int) -> float:
     return (1.0 - a ** (k + 1)) / (1.0 - a)
 
 
-def best_draft_len(a: float, k_max: int, per_draft: float = VERIFY_COST_PER_DRAFT) -> int:
+def best_draft_len(
+    a: float, k_max: int, per_draft: float = VERIFY_COST_PER_DRAFT, fixed: float = VERIFY_COST_FIXED
+) -> int:
     """The k in [1, k_max] with the most tokens per unit cost, or 0 if none gains MIN_GAIN."""
     best_k, best = 0, MIN_GAIN
     for k in range(1, k_max + 1):
-        gain = expected_tokens(a, k) / verify_cost(k, per_draft)
+        gain = expected_tokens(a, k) / verify_cost(k, per_draft, fixed)
         if gain > best:
             best_k, best = k, gain
     return best_k
@@ -76,6 +91,7 @@ class SpecPolicy:
     ngram_max: int = DEFAULT_NGRAM_MAX
     max_batch: int = DEFAULT_SPEC_MAX_BATCH
     cost_per_draft: float = VERIFY_COST_PER_DRAFT
+    cost_fixed: float = VERIFY_COST_FIXED
 
     def __post_init__(self) -> None:
         if not 0 <= self.num_tokens <= MAX_SPEC_TOKENS:

@@ -71,7 +71,7 @@ class Speculator:
         draft = st.index.propose(tokens, limit)
         if len(draft) < seq.params.spec_min_tokens or not draft:
             return []
-        k = best_draft_len(acc.rate, len(draft), self.policy.cost_per_draft)
+        k = best_draft_len(acc.rate, len(draft), self.policy.cost_per_draft, self.policy.cost_fixed)
         if k == 0:  # not worth verifying now: remember the guess and check it next step
             acc.shadow, st.shadow_at = draft[0], len(tokens)
             return []
