@@ -125,10 +125,16 @@ class ChatTemplate:
 
     @classmethod
     def from_metadata(cls, metadata: dict[str, Any], tokenizer: Tokenizer) -> ChatTemplate:
-        """The file's template (not compiled yet), or the built-in one its vocabulary suits."""
-        source = metadata.get(METADATA_KEY)
+        """The GGUF file's template (not compiled yet), or the built-in one its vocabulary
+        suits."""
+        return cls.from_model(metadata.get(METADATA_KEY), tokenizer, "gguf")
+
+    @classmethod
+    def from_model(cls, source: Any, tokenizer: Tokenizer, origin: str) -> ChatTemplate:
+        """The model's template text (`origin` names where it came from), or the built-in one
+        its vocabulary suits when it has none."""
         if isinstance(source, str) and source.strip():
-            return cls(source, tokenizer, "gguf")
+            return cls(source, tokenizer, origin)
         name = fallback_name(tokenizer)
         return cls(FALLBACKS[name], tokenizer, name)
 

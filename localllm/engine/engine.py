@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 
 import torch
 
-from localllm.chat_template import ChatTemplate
 from localllm.config import EngineConfig
 from localllm.core import SamplingParams, SequenceState, TokenEvent, TokenLogprob, Usage
 from localllm.engine.block_manager import BlockManager
@@ -25,9 +24,8 @@ from localllm.engine.stats import EngineSnapshot, EngineStats, request_stats
 from localllm.engine.step_sampling import StepTokens, sample_step
 from localllm.engine.stop import StopStringBuffer
 from localllm.errors import RequestError
-from localllm.formats.gguf import GGUFFile
-from localllm.formats.gguf_config import model_config_from_gguf
-from localllm.tokenizer import IncrementalDetokenizer, Tokenizer
+from localllm.sources import open_model
+from localllm.tokenizer import IncrementalDetokenizer
 
 log = logging.getLogger("localllm")
 
@@ -44,17 +42,17 @@ class _RequestState:
 class LLMEngine:
     def __init__(self, cfg: EngineConfig) -> None:
         self.cfg = cfg
-        self.gguf = GGUFFile(cfg.model)
-        self.model_cfg = model_config_from_gguf(self.gguf)
-        self.tokenizer = Tokenizer.from_gguf_file(self.gguf)
-        self.chat_template = ChatTemplate.from_metadata(self.gguf.metadata, self.tokenizer)
-        self.runner = ModelRunner(cfg, self.gguf, self.model_cfg)
+        self.source = open_model(cfg.model)  # a .gguf file or a Hugging Face folder
+        self.model_cfg = self.source.config
+        self.tokenizer = self.source.tokenizer
+        self.chat_template = self.source.chat_template
+        self.runner = ModelRunner(cfg, self.source.tensors, self.model_cfg)
         self.max_model_len = self.runner.max_model_len
         self.block_manager = BlockManager(
             self.runner.kv.num_blocks,
             cfg.block_size,
             cfg.enable_prefix_caching,
-            model_id=f"{self.gguf.path}:{self.gguf.file_size}",
+            model_id=self.source.model_id,
         )
         self.scheduler = Scheduler(
             SchedulerConfig(

@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -22,12 +23,14 @@ from localllm.engine.cuda_graphs import MIXED_CHUNK, GraphRunner
 from localllm.engine.kv_cache import KVPoolPlanner
 from localllm.engine.scheduler import ScheduledBatch
 from localllm.errors import OutOfMemoryError
-from localllm.formats.gguf import GGUFFile
 from localllm.kernels.registry import Ops
 from localllm.model.batch import ForwardBatch, KVCache
 from localllm.model.registry import ARCHS
 from localllm.model.rope import cos_sin_table
 from localllm.model.weights import cache_dense, load_weights
+
+if TYPE_CHECKING:
+    from localllm.sources.base import Tensors
 
 log = logging.getLogger("localllm")
 
@@ -44,7 +47,7 @@ class StepOutput:
 
 
 class ModelRunner:
-    def __init__(self, cfg: EngineConfig, gguf: GGUFFile, model_cfg: ModelConfig) -> None:
+    def __init__(self, cfg: EngineConfig, tensors: Tensors, model_cfg: ModelConfig) -> None:
         self.cfg = cfg
         self.model_cfg = model_cfg
         self.device = pick_device(cfg.device)
@@ -57,11 +60,11 @@ class ModelRunner:
         self.block_size = cfg.block_size
         self.max_model_len = min(cfg.max_model_len or model_cfg.context_length, 1 << 20)
         t0 = time.perf_counter()
-        self._check_weights_fit(gguf)
+        self._check_weights_fit(tensors)
         try:
-            weights = load_weights(gguf, model_cfg, self.device, self.dtype)
+            weights = load_weights(tensors, model_cfg, self.device, self.dtype)
         except torch.cuda.OutOfMemoryError:
-            raise OutOfMemoryError(self._weights_oom_message(gguf)) from None
+            raise OutOfMemoryError(self._weights_oom_message(tensors)) from None
         if self.backend == "reference" and self.device.type == "cpu":
             cache_dense(weights, self.dtype, CPU_DENSE_BUDGET)
         self.load_seconds = time.perf_counter() - t0
@@ -93,19 +96,18 @@ class ModelRunner:
                 delattr(self, name)
         release_device_memory(self.device)
 
-    def _check_weights_fit(self, gguf: GGUFFile) -> None:
+    def _check_weights_fit(self, tensors: Tensors) -> None:
         if self.device.type != "cuda":
             return
         free, total = torch.cuda.mem_get_info(self.device)
-        need = sum(t.nbytes for t in gguf.tensors.values())
-        if need > free * self.cfg.gpu_memory_utilization:
-            raise OutOfMemoryError(self._weights_oom_message(gguf))
+        if tensors.nbytes > free * self.cfg.gpu_memory_utilization:
+            raise OutOfMemoryError(self._weights_oom_message(tensors))
 
-    def _weights_oom_message(self, gguf: GGUFFile) -> str:
+    def _weights_oom_message(self, tensors: Tensors) -> str:
         free, total = torch.cuda.mem_get_info(self.device)
-        need = sum(t.nbytes for t in gguf.tensors.values())
+        need = tensors.nbytes
         return (
-            f"{gguf.path}: the model needs about {gib(need)} of GPU memory for its weights, but "
+            f"{tensors.path}: the model needs about {gib(need)} of GPU memory for its weights, but "
             f"{torch.cuda.get_device_name(self.device)} has {gib(free)} free of {gib(total)}"
         )
 

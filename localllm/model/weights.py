@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -10,7 +11,7 @@ from gguf import GGMLQuantizationType
 
 from localllm.config import ModelConfig
 from localllm.errors import ModelLoadError
-from localllm.formats.gguf import GGUFFile, RawTensor
+from localllm.formats.gguf import RawTensor
 from localllm.formats.quants import check_supported, dequantize, dequantize_tensor
 from localllm.kernels.linear.qlinear import (
     QuantWeight,
@@ -18,6 +19,9 @@ from localllm.kernels.linear.qlinear import (
     dequantize_weight,
     pack_weight,
 )
+
+if TYPE_CHECKING:
+    from localllm.sources.base import Tensors
 
 _FLOAT_QTYPES = {GGMLQuantizationType.F32, GGMLQuantizationType.F16, GGMLQuantizationType.BF16}
 
@@ -70,12 +74,12 @@ class ModelWeights:
         return weight_bytes(self)
 
 
-def _norm(g: GGUFFile, name: str, device: torch.device) -> torch.Tensor:
+def _norm(g: Tensors, name: str, device: torch.device) -> torch.Tensor:
     return dequantize_tensor(g.tensor(name), device).float()  # norms stay fp32
 
 
 def _linear(
-    g: GGUFFile, name: str, cfg_shape: tuple[int, int], device: torch.device, dtype: torch.dtype
+    g: Tensors, name: str, cfg_shape: tuple[int, int], device: torch.device, dtype: torch.dtype
 ) -> QuantWeight:
     raw = g.tensor(name)
     if tuple(raw.shape) != cfg_shape:
@@ -97,7 +101,7 @@ def _fuse(ws: list[QuantWeight]) -> list[QuantWeight]:
 
 
 def _layer(
-    g: GGUFFile, cfg: ModelConfig, i: int, device: torch.device, dtype: torch.dtype
+    g: Tensors, cfg: ModelConfig, i: int, device: torch.device, dtype: torch.dtype
 ) -> LayerWeights:
     p = f"blk.{i}."
     D, F = cfg.dim, cfg.ffn_dim
@@ -128,9 +132,9 @@ def _layer(
 
 
 def load_weights(
-    g: GGUFFile, cfg: ModelConfig, device: torch.device, dtype: torch.dtype
+    g: Tensors, cfg: ModelConfig, device: torch.device, dtype: torch.dtype
 ) -> ModelWeights:
-    """Read every tensor of a GGUF file into device memory, packed for the kernels."""
+    """Read every tensor of a model into device memory, packed for the kernels."""
     embd = g.tensor("token_embd.weight")
     check_supported(embd.qtype, g.path, embd.name)
     if embd.shape != (cfg.vocab_size, cfg.dim):
@@ -140,7 +144,7 @@ def load_weights(
         )
     head_name = "token_embd.weight" if cfg.tie_embeddings else "output.weight"
     rope_freqs = None
-    if "rope_freqs.weight" in g.tensors:
+    if "rope_freqs.weight" in g:
         rope_freqs = dequantize_tensor(g.tensor("rope_freqs.weight"), "cpu").float()
     return ModelWeights(
         embed=Embedding(embd, device, dtype),

@@ -17,7 +17,7 @@ from localllm.errors import LocalLLMError
 from localllm.tokenizer.pre import PreTokenizer, pre_tokenizer
 from localllm.tokenizer.vocab import TokenType, Vocab
 
-__all__ = ["BpeEngine", "PreTokenizer", "byte_alphabet", "pre_tokenizer"]
+__all__ = ["BpeEngine", "PreTokenizer", "byte_alphabet", "bytelevel_piece_bytes", "pre_tokenizer"]
 
 
 @lru_cache(maxsize=1)
@@ -82,18 +82,23 @@ class BpeEngine:
         return hit
 
     def _piece_bytes(self, token_id: int) -> bytes:
-        text = self.vocab.tokens[token_id]
-        kind = self.vocab.types[token_id]
-        if kind in (TokenType.USER_DEFINED, TokenType.CONTROL, TokenType.UNKNOWN):
-            return text.encode("utf-8")
-        if kind != TokenType.NORMAL:
-            return b""
-        back = _from_alphabet()
-        out = bytearray()
-        for c in text:
-            b = back.get(c)
-            if b is None:
-                out += c.encode("utf-8")  # not a byte-alphabet char: keep it as text
-            else:
-                out.append(b)
-        return bytes(out)
+        return bytelevel_piece_bytes(self.vocab, token_id)
+
+
+def bytelevel_piece_bytes(vocab: Vocab, token_id: int) -> bytes:
+    """The bytes a token renders to (GPT-2's byte alphabet mapped back to bytes)."""
+    text = vocab.tokens[token_id]
+    kind = vocab.types[token_id]
+    if kind in (TokenType.USER_DEFINED, TokenType.CONTROL, TokenType.UNKNOWN):
+        return text.encode("utf-8")
+    if kind != TokenType.NORMAL:
+        return b""
+    back = _from_alphabet()
+    out = bytearray()
+    for c in text:
+        b = back.get(c)
+        if b is None:
+            out += c.encode("utf-8")  # not a byte-alphabet char: keep it as text
+        else:
+            out.append(b)
+    return bytes(out)

@@ -135,13 +135,17 @@ class SpmEngine:
         return out
 
     def piece_bytes(self, token_id: int) -> bytes:
-        """The bytes a token renders to (`▁` as space, `<0xNN>` as that byte)."""
-        text = self.vocab.tokens[token_id]
-        kind = self.vocab.types[token_id]
-        if kind == TokenType.BYTE:
-            return bytes([int(text[3:5], 16)])
-        if kind == TokenType.NORMAL:
-            return text.replace(SPACE, " ").encode("utf-8")
-        if kind in (TokenType.USER_DEFINED, TokenType.CONTROL, TokenType.UNKNOWN):
-            return text.encode("utf-8")
-        return b""  # unused / undefined tokens render as nothing, as in llama.cpp
+        return spm_piece_bytes(self.vocab, token_id)
+
+
+def spm_piece_bytes(vocab: Vocab, token_id: int) -> bytes:
+    """The bytes a token renders to (`▁` as space, `<0xNN>` as that byte)."""
+    text = vocab.tokens[token_id]
+    kind = vocab.types[token_id]
+    if kind == TokenType.BYTE:
+        return bytes([int(text[3:5], 16)])
+    if kind == TokenType.NORMAL:
+        return text.replace(SPACE, " ").encode("utf-8")
+    if kind in (TokenType.USER_DEFINED, TokenType.CONTROL, TokenType.UNKNOWN):
+        return text.encode("utf-8")
+    return b""  # unused / undefined tokens render as nothing, as in llama.cpp

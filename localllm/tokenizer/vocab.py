@@ -160,8 +160,9 @@ class Vocab:
             return None
         return value if 0 <= value < len(self.tokens) else None
 
-    def find_special_ids(self, metadata: dict[str, Any]) -> None:
-        """Fill bos/eos/unk, stop_ids and fim_ids from metadata keys and token texts."""
+    def find_special_ids(self, metadata: dict[str, Any], extra_stop: Sequence[int] = ()) -> None:
+        """Fill bos/eos/unk, stop_ids and fim_ids from metadata keys and token texts;
+        `extra_stop`: more end-of-generation ids (an HF generation_config's eos list)."""
         for name in ("bos", "eos", "unk"):
             key = "unknown" if name == "unk" else name
             found = self.valid_id(metadata.get(f"tokenizer.ggml.{key}_token_id"))
@@ -171,7 +172,8 @@ class Vocab:
             if self.valid_id(getattr(self, attr)) is None:
                 setattr(self, attr, None)
         self.fim_ids = self._find_fim_ids(metadata)
-        self.stop_ids = self._find_stop_ids(metadata)
+        valid = (self.valid_id(i) for i in extra_stop)
+        self.stop_ids = self._find_stop_ids(metadata) | {i for i in valid if i is not None}
         self._fix_types()
         self.partition_ids = sorted(
             (i for i, t in enumerate(self.types) if t in PARTITION_TYPES),

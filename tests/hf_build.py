@@ -1,0 +1,202 @@
+"""Test helper: a Hugging Face fp16 model folder built from a real GGUF llama model.
+
+Every tensor is dequantized (gguf-exact torch dequantizer) and stored as fp16 under its HF
+name; Q/K rows are un-permuted from llama.cpp's interleaved-RoPE layout back to HF's half
+split (the inverse of `permute` in llama.cpp's convert_hf_to_gguf.py); config.json,
+tokenizer.json (built with the `tokenizers` library from the GGUF vocabulary),
+tokenizer_config.json and generation_config.json are written as transformers writes them.
+The weights go into two shards with an index, as large checkpoints are stored.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import save_file
+from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, processors
+from tokenizers import pre_tokenizers as pre
+
+from localllm.config import ModelConfig
+from localllm.formats.gguf import GGUFFile
+from localllm.formats.gguf_config import model_config_from_gguf
+from localllm.formats.quants import dequantize_tensor
+from localllm.sources.hf_tensors import hf_name
+from localllm.tokenizer.vocab import TokenType
+
+SPACE = "\u2581"
+
+
+def unpermute(w: torch.Tensor, n_head: int) -> torch.Tensor:
+    """[n_head * head_dim, D] rows from GGUF's (pair-interleaved) order to HF's (half split)."""
+    rows = w.shape[0]
+    return w.reshape(n_head, rows // n_head // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def hf_tensors(g: GGUFFile, cfg: ModelConfig) -> dict[str, torch.Tensor]:
+    out = {}
+    for name, raw in g.tensors.items():
+        w = dequantize_tensor(raw)  # float32, GGUF's exact values
+        if name.endswith("attn_q.weight"):
+            w = unpermute(w, cfg.n_heads)
+        elif name.endswith("attn_k.weight"):
+            w = unpermute(w, cfg.n_kv_heads)
+        out[hf_name(name)] = w.to(torch.float16).contiguous()
+    return out
+
+
+def _save_sharded(tensors: dict[str, torch.Tensor], out: Path) -> None:
+    names = sorted(tensors)
+    half = len(names) // 2
+    weight_map = {}
+    for i, part in enumerate((names[:half], names[half:])):
+        file = f"model-{i + 1:05d}-of-00002.safetensors"
+        save_file({n: tensors[n] for n in part}, out / file, metadata={"format": "pt"})
+        weight_map.update({n: file for n in part})
+    total = sum(t.numel() * t.element_size() for t in tensors.values())
+    index = {"metadata": {"total_size": total}, "weight_map": weight_map}
+    (out / "model.safetensors.index.json").write_text(json.dumps(index, indent=2))
+
+
+def config_json(g: GGUFFile, cfg: ModelConfig) -> dict[str, Any]:
+    return {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": cfg.dim,
+        "intermediate_size": cfg.ffn_dim,
+        "num_hidden_layers": cfg.n_layers,
+        "num_attention_heads": cfg.n_heads,
+        "num_key_value_heads": cfg.n_kv_heads,
+        "head_dim": cfg.head_dim,
+        "max_position_embeddings": cfg.context_length,
+        "rms_norm_eps": cfg.rms_eps,
+        "rope_theta": cfg.rope_theta,
+        "vocab_size": cfg.vocab_size,
+        "tie_word_embeddings": cfg.tie_embeddings,
+        "hidden_act": "silu",
+        "torch_dtype": "float16",
+        "bos_token_id": g.get("tokenizer.ggml.bos_token_id"),
+        "eos_token_id": g.get("tokenizer.ggml.eos_token_id"),
+    }
+
+
+# ---------------------------------------------------------------------------- tokenizer.json
+
+# llama.cpp's `tokenizer.ggml.pre` -> the HF pre-tokenizer those models ship with
+_BPE_PRE = {
+    "smollm": lambda: pre.Sequence(
+        [pre.Digits(individual_digits=True), pre.ByteLevel(add_prefix_space=False)]
+    ),
+    "gpt-2": lambda: pre.ByteLevel(add_prefix_space=False),
+}
+
+
+def _bpe_tokenizer(md: dict[str, Any]) -> Tokenizer:
+    tokens = md["tokenizer.ggml.tokens"]
+    merges = [tuple(m.split(" ", 1)) for m in md["tokenizer.ggml.merges"]]
+    tok = Tokenizer(models.BPE({t: i for i, t in enumerate(tokens)}, merges))
+    tok.pre_tokenizer = _BPE_PRE[md["tokenizer.ggml.pre"]]()
+    tok.decoder = decoders.ByteLevel()
+    return tok
+
+
+def _spm_merges(tokens: list[str], scores: list[float], types: list[int]) -> list[tuple[str, str]]:
+    """SentencePiece's merge order as BPE merges: every split of a piece into two pieces,
+    ranked by the merged piece's score (what transformers' SentencePieceExtractor does)."""
+    ids = {t: i for i, t in enumerate(tokens)}
+    ranked = []
+    for t, i in ids.items():
+        if types[i] != TokenType.NORMAL:
+            continue
+        for cut in range(1, len(t)):
+            a, b = t[:cut], t[cut:]
+            if a in ids and b in ids:
+                ranked.append((-scores[i], ids[a], ids[b], a, b))
+    return [(a, b) for *_, a, b in sorted(ranked)]
+
+
+def _spm_tokenizer(md: dict[str, Any]) -> Tokenizer:
+    tokens, types = md["tokenizer.ggml.tokens"], md["tokenizer.ggml.token_type"]
+    merges = _spm_merges(tokens, md["tokenizer.ggml.scores"], types)
+    unk = tokens[md.get("tokenizer.ggml.unknown_token_id", 0)]
+    vocab = {t: i for i, t in enumerate(tokens)}
+    tok = Tokenizer(models.BPE(vocab, merges, unk_token=unk, byte_fallback=True, fuse_unk=True))
+    steps = [normalizers.Replace(" ", SPACE)]
+    if md.get("tokenizer.ggml.add_space_prefix", True):
+        steps.insert(0, normalizers.Prepend(SPACE))
+    tok.normalizer = normalizers.Sequence(steps)
+    tok.decoder = decoders.Sequence(
+        [
+            decoders.Replace(SPACE, " "),
+            decoders.ByteFallback(),
+            decoders.Fuse(),
+            decoders.Strip(" ", 1, 0),
+        ]
+    )
+    return tok
+
+
+def tokenizer_json(g: GGUFFile) -> Tokenizer:
+    md = g.metadata
+    tok = _spm_tokenizer(md) if md["tokenizer.ggml.model"] == "llama" else _bpe_tokenizer(md)
+    tokens, types = md["tokenizer.ggml.tokens"], md["tokenizer.ggml.token_type"]
+    tok.add_special_tokens(
+        [
+            AddedToken(t, special=True, normalized=False)
+            for t, k in zip(tokens, types)
+            if k == TokenType.CONTROL
+        ]
+    )
+    tok.add_tokens(
+        [
+            AddedToken(t, normalized=False)
+            for t, k in zip(tokens, types)
+            if k == TokenType.USER_DEFINED
+        ]
+    )
+    bos = md.get("tokenizer.ggml.bos_token_id")
+    if md.get("tokenizer.ggml.add_bos_token") and bos is not None:
+        tok.post_processor = processors.TemplateProcessing(
+            single=f"{tokens[bos]} $A",
+            pair=f"{tokens[bos]} $A $B",
+            special_tokens=[(tokens[bos], bos)],
+        )
+    elif md["tokenizer.ggml.model"] == "gpt2":
+        tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    return tok
+
+
+def tokenizer_config(g: GGUFFile) -> dict[str, Any]:
+    md = g.metadata
+    tokens = md["tokenizer.ggml.tokens"]
+    out: dict[str, Any] = {"tokenizer_class": "PreTrainedTokenizerFast"}
+    for key, gkey in (("bos", "bos"), ("eos", "eos"), ("unk", "unknown")):
+        i = md.get(f"tokenizer.ggml.{gkey}_token_id")
+        if i is not None:
+            out[f"{key}_token"] = tokens[i]
+    out["add_bos_token"] = bool(md.get("tokenizer.ggml.add_bos_token", False))
+    if md.get("tokenizer.chat_template"):
+        out["chat_template"] = md["tokenizer.chat_template"]
+    return out
+
+
+def write_tokenizer_files(g: GGUFFile, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    tokenizer_json(g).save(str(out / "tokenizer.json"))
+    (out / "tokenizer_config.json").write_text(json.dumps(tokenizer_config(g), indent=2))
+    gen = {k: g.get(f"tokenizer.ggml.{k}") for k in ("bos_token_id", "eos_token_id")}
+    (out / "generation_config.json").write_text(json.dumps(gen, indent=2))
+
+
+def build_hf_folder(gguf_path: str | Path, out: Path) -> Path:
+    """Write the fp16 HF folder of a GGUF llama model into `out` (created); returns it."""
+    g = GGUFFile(gguf_path)
+    cfg = model_config_from_gguf(g)
+    assert cfg.arch == "llama" and cfg.rope_style == "interleaved", "llama GGUF files only"
+    out.mkdir(parents=True, exist_ok=True)
+    _save_sharded(hf_tensors(g, cfg), out)
+    (out / "config.json").write_text(json.dumps(config_json(g, cfg), indent=2))
+    write_tokenizer_files(g, out)
+    return out
