@@ -200,3 +200,65 @@ def build_hf_folder(gguf_path: str | Path, out: Path) -> Path:
     (out / "config.json").write_text(json.dumps(config_json(g, cfg), indent=2))
     write_tokenizer_files(g, out)
     return out
+
+
+# ------------------------------------------------------------- tiny random folders (transformers)
+
+CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+
+
+def byte_tokenizer(vocab_size: int) -> Tokenizer:
+    """Byte-level BPE over the 256 byte symbols, a few merges and ChatML specials."""
+    from localllm.tokenizer.bpe import byte_alphabet
+
+    alphabet = list(byte_alphabet())
+    merges = [("Ġ", "t"), ("h", "e"), ("Ġt", "he"), ("i", "n")]
+    vocab = {c: i for i, c in enumerate(alphabet)}
+    for a, b in merges:
+        vocab[a + b] = len(vocab)
+    tok = Tokenizer(models.BPE(vocab, merges))
+    tok.pre_tokenizer = pre.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in _SPECIALS])
+    assert tok.get_vocab_size() <= vocab_size
+    return tok
+
+
+def write_tiny_hf(out: Path, arch: str, **overrides: Any) -> Path:
+    """A random-weight transformers checkpoint of `arch` ("LlamaForCausalLM", ...) with a
+    byte-level tokenizer and a ChatML template, saved as transformers saves it."""
+    import transformers
+
+    cfg_cls = getattr(transformers, arch.replace("ForCausalLM", "Config"))
+    fields = dict(
+        vocab_size=300,
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        rms_norm_eps=1e-6,
+        rope_theta=10000.0,
+        tie_word_embeddings=False,
+        bos_token_id=None,
+        eos_token_id=262,
+    )
+    fields.update(overrides)
+    torch.manual_seed(0)
+    model = getattr(transformers, arch)(cfg_cls(**fields)).to(torch.float16)
+    with torch.no_grad():  # random norms: a norm of ones hides a wrong mapping
+        for name, p in model.named_parameters():
+            if name.endswith(("norm.weight", "bias")):
+                p.copy_(
+                    1 + 0.2 * torch.randn_like(p) if "norm" in name else 0.5 * torch.randn_like(p)
+                )
+    model.save_pretrained(out, safe_serialization=True)
+    byte_tokenizer(fields["vocab_size"]).save(str(out / "tokenizer.json"))
+    tok_cfg = {"eos_token": "<|im_end|>", "chat_template": CHATML}
+    (out / "tokenizer_config.json").write_text(json.dumps(tok_cfg))
+    return out

@@ -94,6 +94,8 @@ def test_info_on_a_hugging_face_folder(tmp_path):
         "num_attention_heads": 4,
         "num_key_value_heads": 2,
         "num_hidden_layers": 3,
+        "intermediate_size": 128,
+        "vocab_size": 256,
         "max_position_embeddings": 512,
         "quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 128},
     }

@@ -9,7 +9,6 @@ Hugging Face Hub, describing (`list`, `info`) and removing models.
 | `select.py` | which files of a repo to fetch for a reference (pure) |
 | `discovery.py` | models already on disk (GGUF files, HF folders) |
 | `summary.py` | architecture / quantization / size / context of one found model |
-| `hf_folder.py` | `config.json` and safetensors headers of a Hugging Face folder |
 | `pull.py` | downloads through `huggingface_hub`, then hash checks (`verify.py`) |
 | `failures.py` | huggingface_hub / network exceptions -> one-line user errors |
 | `resolve.py` | a `--model` reference -> a local path (path, list name, repo id) |

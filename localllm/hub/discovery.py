@@ -14,9 +14,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from localllm.hub.hf_folder import folder_size, is_hf_folder
 from localllm.hub.locations import locations
 from localllm.hub.names import is_first_part, is_gguf_name, is_projector, shard_names
+from localllm.sources.hf_files import folder_size, is_hf_folder
 
 GGUF_MAGIC = b"GGUF"
 OLLAMA_MODEL_MEDIA_TYPE = "application/vnd.ollama.image.model"

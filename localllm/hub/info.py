@@ -16,10 +16,13 @@ from localllm.config import ModelConfig
 from localllm.errors import LocalLLMError
 from localllm.formats.gguf import GGUFFile
 from localllm.formats.gguf_config import model_config_from_gguf
-from localllm.hub import hf_folder
 from localllm.hub.memory import GpuRoom, KVNeed, engine_default, kv_needs
 from localllm.hub.names import shard_names
-from localllm.hub.summary import gguf_context, gguf_quant
+from localllm.hub.summary import gguf_context, gguf_quant, hf_arch, hf_context, hf_quant
+from localllm.sources.hf import FORMAT as HF_FORMAT
+from localllm.sources.hf_config import model_config_from_hf
+from localllm.sources.hf_files import folder_size, read_json, weight_files
+from localllm.sources.hf_tensors import list_tensors
 
 _SHORT = 120  # longer metadata strings are cut (chat templates)
 
@@ -85,21 +88,21 @@ def _gguf_report(path: Path) -> ModelReport:
 
 
 def _folder_report(path: Path) -> ModelReport:
-    cfg = hf_folder.read_config(path)
-    entries = [e for f in hf_folder.weight_files(path) for e in hf_folder.read_header(f)]
+    cfg = read_json(path / "config.json")
+    entries = list_tensors(weight_files(path))
     try:
-        mc, why = hf_folder.model_config(cfg), ""
-    except (KeyError, TypeError, ValueError) as e:
-        mc, why = None, f"config.json lacks what the KV cache needs ({e})"
+        mc, why = model_config_from_hf(cfg, str(path)), ""
+    except LocalLLMError as e:
+        mc, why = None, str(e)
     return ModelReport(
         path=path,
-        format="Hugging Face folder",
-        arch=hf_folder.arch_name(cfg),
-        quant=hf_folder.quant_name(cfg),
-        file_bytes=hf_folder.folder_size(path),
+        format=HF_FORMAT,
+        arch=hf_arch(cfg),
+        quant=hf_quant(cfg),
+        file_bytes=folder_size(path),
         params=sum(math.prod(e.shape) for e in entries),
         weight_bytes=sum(e.nbytes for e in entries),
-        trained_context=hf_folder.context_length(cfg),
+        trained_context=hf_context(cfg),
         metadata=cfg,
         tensor_types=_type_stats([(e.dtype, e.nbytes) for e in entries]),
         config=mc,

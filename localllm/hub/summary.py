@@ -9,12 +9,13 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from gguf import LlamaFileType
 
 from localllm.errors import LocalLLMError
 from localllm.formats.gguf import GGUFFile
-from localllm.hub import hf_folder
+from localllm.sources.hf_files import read_json
 
 
 @dataclass(frozen=True)
@@ -46,14 +47,34 @@ def gguf_context(g: GGUFFile) -> int | None:
     return int(v) if isinstance(v, int) else None
 
 
+def hf_quant(cfg: dict[str, Any]) -> str:
+    """ "AWQ-4bit" from a config.json's quantization_config, else the stored dtype ("BF16")."""
+    q = cfg.get("quantization_config")
+    if isinstance(q, dict) and q.get("quant_method"):
+        bits = q.get("bits") or q.get("w_bit")
+        return f"{str(q['quant_method']).upper()}{f'-{bits}bit' if bits else ''}"
+    dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or "?")
+    return {"bfloat16": "BF16", "float16": "F16", "float32": "F32"}.get(dtype, dtype.upper())
+
+
+def hf_arch(cfg: dict[str, Any]) -> str:
+    archs = cfg.get("architectures")
+    if isinstance(archs, list) and archs:
+        return str(archs[0])
+    return str(cfg.get("model_type", "?"))
+
+
+def hf_context(cfg: dict[str, Any]) -> int | None:
+    v = cfg.get("max_position_embeddings")
+    return int(v) if isinstance(v, int) else None
+
+
 def summarize(path: Path) -> ModelSummary:
     """The summary of a .gguf file or an HF folder; unreadable ones say why in `error`."""
     try:
         if path.is_dir():
-            cfg = hf_folder.read_config(path)
-            return ModelSummary(
-                hf_folder.arch_name(cfg), hf_folder.quant_name(cfg), hf_folder.context_length(cfg)
-            )
+            cfg = read_json(path / "config.json")
+            return ModelSummary(hf_arch(cfg), hf_quant(cfg), hf_context(cfg))
         g = GGUFFile(path, check_types=False)
         return ModelSummary(str(g.get("general.architecture", "?")), gguf_quant(g), gguf_context(g))
     except LocalLLMError as e:

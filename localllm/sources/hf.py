@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from localllm.chat_template import ChatTemplate
-from localllm.config import ModelConfig
 from localllm.errors import LocalLLMError, ModelLoadError
 from localllm.sources.base import ModelSource
 from localllm.sources.hf_config import model_config_from_hf
@@ -24,7 +23,9 @@ from localllm.tokenizer.hf import hf_tokenizer
 FORMAT = "Hugging Face folder"
 
 
-def _tokenizer(folder: Path, cfg_json: dict[str, Any], config: ModelConfig) -> Tokenizer:
+def folder_tokenizer(folder: Path, cfg_json: dict[str, Any], vocab_size: int) -> Tokenizer:
+    """tokenizer.json + tokenizer_config.json + generation_config.json (config.json ids under
+    it) -> Tokenizer; vocab_size: the model's embedding rows."""
     file = folder / "tokenizer.json"
     if not file.is_file():
         raise ModelLoadError(str(folder), "no tokenizer.json in the folder")
@@ -34,7 +35,7 @@ def _tokenizer(folder: Path, cfg_json: dict[str, Any], config: ModelConfig) -> T
     }
     ids.update(read_json(folder / "generation_config.json", required=False))
     try:
-        return hf_tokenizer(file.read_text(encoding="utf-8"), tok_cfg, ids, config.vocab_size)
+        return hf_tokenizer(file.read_text(encoding="utf-8"), tok_cfg, ids, vocab_size)
     except (OSError, LocalLLMError) as e:
         raise ModelLoadError(str(file), str(e)) from None
 
@@ -68,7 +69,7 @@ def open_hf_folder(path: str) -> ModelSource:
     config = model_config_from_hf(cfg_json, path)
     files = shard_files(folder)
     tensors = SafetensorsTensors(folder, files, config)
-    tokenizer = _tokenizer(folder, cfg_json, config)
+    tokenizer = folder_tokenizer(folder, cfg_json, config.vocab_size)
     template, origin = chat_template_text(
         folder, read_json(folder / "tokenizer_config.json", required=False)
     )

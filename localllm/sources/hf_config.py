@@ -66,12 +66,31 @@ def hf_arch(cfg: dict[str, Any], path: str) -> str:
     return arch
 
 
-def _rope_scaling(cfg: dict[str, Any], path: str) -> RopeScaling | None:
-    rs = cfg.get("rope_scaling")
+def _rope_params(cfg: dict[str, Any], path: str) -> dict[str, Any]:
+    """transformers 5 writes `rope_parameters` (with rope_theta inside), older versions
+    `rope_scaling` (and a top-level rope_theta)."""
+    key = "rope_parameters" if "rope_parameters" in cfg else "rope_scaling"
+    rs = cfg.get(key)
     if rs is None:
-        return None
+        return {}
     if not isinstance(rs, dict):
-        raise ModelLoadError(path, f"config.json: rope_scaling must be an object, got {rs!r}")
+        raise ModelLoadError(path, f"config.json: {key} must be an object, got {rs!r}")
+    return rs
+
+
+def _rope_theta(cfg: dict[str, Any], f: _Fields, path: str) -> float:
+    theta = _rope_params(cfg, path).get("rope_theta")
+    if theta is None:
+        return f.float("rope_theta", _DEFAULT_THETA)
+    if isinstance(theta, bool) or not isinstance(theta, (int, float)) or theta <= 0:
+        raise ModelLoadError(
+            path, f"config.json: rope_theta must be a positive number, got {theta!r}"
+        )
+    return float(theta)
+
+
+def _rope_scaling(cfg: dict[str, Any], path: str) -> RopeScaling | None:
+    rs = _rope_params(cfg, path)
     kind = rs.get("rope_type", rs.get("type"))
     if kind in (None, "default"):
         return None
@@ -144,7 +163,7 @@ def model_config_from_hf(cfg: dict[str, Any], path: str) -> ModelConfig:
             head_dim=f.int("head_dim", dim // heads) or dim // heads,
             ffn_dim=f.int("intermediate_size"),
             context_length=_context(cfg, arch, f),
-            rope_theta=f.float("rope_theta", _DEFAULT_THETA),
+            rope_theta=_rope_theta(cfg, f, path),
             rope_scaling=_rope_scaling(cfg, path),
             rope_style=HF_ROPE_STYLE,
             rms_eps=f.float("rms_norm_eps", _DEFAULT_EPS),

@@ -68,7 +68,10 @@ def decoder_family(tj: dict[str, Any]) -> str:
         return "bytelevel"
     if types & {"Metaspace", "ByteFallback", "Replace"}:
         return "sentencepiece"
-    raise LocalLLMError(f"unsupported tokenizer decoder {sorted(t for t in types if t)}")
+    found = ", ".join(sorted(str(t) for t in types if t)) or "none"
+    raise LocalLLMError(
+        f"tokenizer.json: unsupported decoder ({found}); byte-level and SentencePiece-style tokenizers are supported"
+    )
 
 
 def take_space_prefix(tj: dict[str, Any]) -> bool:
@@ -150,9 +153,9 @@ def hf_tokenizer(
     """A Tokenizer from the text of tokenizer.json, tokenizer_config.json and the merged
     generation_config.json / config.json ids; `vocab_size`: the model's (embedding rows)."""
     try:
+        original = HFTokenizer.from_str(tokenizer_json)
         tj = json.loads(tokenizer_json)
         family = decoder_family(tj)
-        original = HFTokenizer.from_str(tokenizer_json)
         prefix = take_space_prefix(tj)
         hf = HFTokenizer.from_str(json.dumps(tj))
     except LocalLLMError:
