@@ -114,6 +114,12 @@ def _load_step(FMT: tl.constexpr, p0, p1, p2, p3, p4, rows, g, gmask, G):
             e = _ld(p4 + o4, m3).to(tl.int32)  # qh: one byte per word
         else:
             e = wd
+    elif FMT >= 5:  # awq: s fp16, z uint8 [N, G / R] (R: 32-element groups per AWQ group)
+        R: tl.constexpr = 4 if FMT == 5 else 2
+        oq = r2 * (G // R) + g2 // R
+        s0 = _ld(p1 + oq, m2).to(tl.float32)
+        m0 = s0 * _ld(p2 + oq, m2).to(tl.float32)
+        e, s1, m1 = wd, s0, m0
     else:  # q6_k: qh int16 [N, 4G], sc int8 pairs [N, 2G], d [N, G / 8]
         e = _ld(p1 + o4, m3).to(tl.int32)
         sc0, sc1 = _pair(p2, r2, g2, m3, G)

@@ -48,7 +48,7 @@ def _field(FMT: tl.constexpr, words, extra, S: tl.constexpr):
     """v = 1 + u / QB of field S of every word [BN, NG, W] (FMT: `KernelFacts.code`)."""
     if FMT == 0:  # q8_0: bytes, sign bit flipped at load (u = q + 128)
         v = _unit(_bits(words, 8 * S, 8, 15))
-    elif FMT <= 2:  # q4_0, q4_k: nibbles
+    elif FMT <= 2 or FMT >= 5:  # q4_0, q4_k, awq: nibbles
         v = _unit(_bits(words, 4 * S, 4, 19))
     elif FMT == 3:  # q5_k: nibble + 1 high bit per field (extra: one byte per word)
         v = _unit(_bits(words, 4 * S, 4, 18) | _bits(extra, S, 1, 22))

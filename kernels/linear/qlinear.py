@@ -16,16 +16,17 @@ from dataclasses import dataclass, field
 
 import torch
 
+from localllm.formats.awq import AWQTensor
 from localllm.formats.gguf import RawTensor
 from localllm.formats.quants import dequantize_tensor
 from localllm.kernels.fused.quant_act import QAct, plain
-from localllm.kernels.quant import BY_QTYPE, kernel_facts
+from localllm.kernels.quant import BY_QTYPE, awq, kernel_facts
 from localllm.kernels.quant.planes import pack_planes
 
 
 @dataclass
 class QuantWeight:
-    fmt: str  # "dense" | "q8_0" | "q4_0" | "q4_k" | "q5_k" | "q6_k"
+    fmt: str  # "dense" | "q8_0" | "q4_0" | "q4_k" | "q5_k" | "q6_k" | "awq128" | "awq64"
     n: int  # out features
     k: int  # in features
     tensors: dict[str, torch.Tensor] = field(default_factory=dict)  # planes, see module doc
@@ -40,9 +41,15 @@ class QuantWeight:
 
 
 def pack_weight(
-    raw: RawTensor, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float16
+    raw: RawTensor | AWQTensor,
+    device: torch.device | str = "cpu",
+    dtype: torch.dtype = torch.float16,
 ) -> QuantWeight:
-    """Repack one GGUF matrix [N, K] into the kernel-native planes (see module doc)."""
+    """Repack one GGUF matrix [N, K] (or an AWQ checkpoint's) into the kernel-native planes
+    (see module doc)."""
+    if isinstance(raw, AWQTensor):
+        parts = (raw.qweight.to(device), raw.qzeros.to(device), raw.scales.to(device))
+        return QuantWeight(awq.GROUPS[raw.group], *raw.shape, awq.pack(*parts))
     if len(raw.shape) != 2:
         raise ValueError(f"{raw.name}: qlinear weights are 2-D, got shape {raw.shape}")
     n, k = raw.shape
@@ -50,7 +57,9 @@ def pack_weight(
     if f is None or f.kernel is None:  # formats without a kernel: a dense matrix, dequantized
         w = dequantize_tensor(raw, device).to(dtype)  # on the device, bit-exact with gguf-py
         return QuantWeight("dense", n, k, {"w": w.contiguous()})
-    planes = pack_planes(f.kernel.pack, f.block_size, f.type_size, raw.data, n, k, device)
+    packer = f.kernel.pack
+    assert packer is not None  # every GGUF kernel format packs from its blocks
+    planes = pack_planes(packer, f.block_size, f.type_size, raw.data, n, k, device)
     return QuantWeight(f.name, n, k, planes)
 
 

@@ -77,7 +77,8 @@ def _launch(
 
 def dequantize_triton(w: QuantWeight, dtype: torch.dtype = torch.float16) -> torch.Tensor:
     """Dense [N, K] copy of a packed weight, built tile by tile on the device."""
-    out = torch.empty((w.n, w.k), device=w.tensors["d"].device, dtype=dtype)  # [N, K]
+    device = next(iter(w.tensors.values())).device
+    out = torch.empty((w.n, w.k), device=device, dtype=dtype)  # [N, K]
     _launch(out, out, None, w, store_config(w.fmt, w.k), 1)
     return out
 

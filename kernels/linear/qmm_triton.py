@@ -81,6 +81,13 @@ def _plane_ptrs(FMT: tl.constexpr, p0, p1, p2, p3, p4, rows, g_lo, G, NG: tl.con
         dp = p2 + osb
         mp = p3 + osb
         hp = p4 + o4 if FMT == 3 else wp  # q5_k: qh uint8 [N, 4G]
+    elif FMT >= 5:  # awq: qs int32 [N, 4G], s fp16 / z uint8 [N, G / R]
+        R: tl.constexpr = 4 if FMT == 5 else 2
+        oq = r2 * (G // R) + g2 // R
+        wp = p0 + o4
+        sp = p1 + oq
+        mp = p2 + oq
+        hp, dp = wp, sp
     else:  # q6_k: ql int32 [N, 4G], qh int16 [N, 4G], sc int8 pairs [N, 2G], d [N, G/8]
         wp = p0 + o4
         hp = p1 + o4
@@ -102,11 +109,11 @@ def _load_raw(FMT: tl.constexpr, wp, hp, sp, dp, mp):
         hi = tl.reshape(tl.load(hp), [BN, NG, 4]).to(tl.int32)
     else:
         hi = wd
-    if FMT >= 2:
+    if FMT >= 2 and FMT <= 4:
         d = tl.load(dp)
     else:
         d = s
-    if FMT == 2 or FMT == 3:
+    if FMT == 2 or FMT == 3 or FMT >= 5:  # awq: m is the zero point
         m = tl.load(mp)
     else:
         m = d
@@ -146,13 +153,15 @@ _DEQ_CONSTRAINTS = tl.constexpr("=h,=h,=h,=h,=h,=h,=h,=h,r,r,r,r")
 def _deq_word_h2(FMT: tl.constexpr, wd, hi, sc0, mn0, sc1, mn1):
     """The 8 fields (fp16, [BN, NG, 4] each) of every word, decoded and scaled in f16x2."""
     scale = _pack(sc0.to(tl.float16), sc1.to(tl.float16))  # [BN, NG, 1] int32
-    if FMT == 2:  # q4_k: - dmin m (q4_0, q6_k: the zero point is in the asm)
+    if (
+        FMT == 2 or FMT >= 5
+    ):  # q4_k: - dmin m, awq: - s z (q4_0, q6_k: the zero point is in the asm)
         shift = _pack((-mn0).to(tl.float16), (-mn1).to(tl.float16))
     else:
         shift = tl.zeros_like(scale)
     if FMT == 1:
         asm: tl.constexpr = _DEQ_Q4_0
-    elif FMT == 2:
+    elif FMT == 2 or FMT >= 5:
         asm: tl.constexpr = _DEQ_Q4_K
     else:
         asm: tl.constexpr = _DEQ_Q6_K
@@ -196,6 +205,12 @@ def _deq_tile(FMT: tl.constexpr, wd, hi, s, d, m, DT: tl.constexpr, EMU: tl.cons
                 HB: tl.constexpr = 1
             else:
                 HB: tl.constexpr = 0
+        elif FMT >= 5:  # awq: (u - z) s
+            sc0 = s.to(tl.float32)[:, :, None]
+            mn0 = sc0 * m.to(tl.float32)[:, :, None]
+            sc1 = sc0
+            mn1 = mn0
+            HB: tl.constexpr = 0
         else:  # q6_k: (u - 32) d sc, sc per 16 elements (fields 0-3 | 4-7)
             HB: tl.constexpr = 2
             sc = s.to(tl.int32)  # [BN, NG]: two int8
@@ -263,7 +278,10 @@ def _qmm_kernel(
     wp, hp, sp, dp, mp = _plane_ptrs(FMT, p0, p1, p2, p3, p4, rows, g_lo, G, NG)
     xp = xrow + (g_lo * 32 + tl.arange(0, NG * 32))[None, :]  # [BM, NG * 32]
     WPG: tl.constexpr = 8 if FMT == 0 else 4  # int32 words per group
-    SSTEP: tl.constexpr = -NG if FMT == 1 else NG  # q4_0 scales run backwards
+    # q4_0 scales run backwards; awq's scale / zero planes hold one entry per R groups, the
+    # k-quants' d / dmin one per 8 (NG is a multiple of either)
+    RQ: tl.constexpr = (4 if FMT == 5 else 2) if FMT >= 5 else 8
+    SSTEP: tl.constexpr = -NG if FMT == 1 else (NG // RQ if FMT >= 5 else NG)
     n_steps = tl.cdiv(g_hi - g_lo, NG)  # the host makes NG divide groups_per_split and G
     # Triton's pipeliner keeps STAGES - 1 steps of loads in flight (cp.async into shared
     # memory); the x tile goes to the MMA from there untouched (the weights are decoded in
@@ -276,8 +294,8 @@ def _qmm_kernel(
         wp += NG * WPG
         hp += NG * 4
         sp += SSTEP
-        dp += NG // 8
-        mp += NG // 8
+        dp += NG // RQ
+        mp += NG // RQ
     if SWAP:
         acc = tl.trans(acc)  # [BM, BN]
     optrs = out_ptr + offs_m[:, None] * stride_om + offs_n[None, :]

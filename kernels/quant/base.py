@@ -46,7 +46,7 @@ class KernelFacts:
     min_k: int  # K must be a multiple of this
     act_layout: str  # byte order of the int8 activations its dp4a GEMV reads (`quant_act`)
     h2_center: int | None  # Z of the packed-fp16 GEMV (quants decoded as q - Z); None: no half2
-    pack: Packer
+    pack: Packer | None  # from GGUF blocks (None: formats packed from other files, AWQ)
     dequant: PlaneDequant
     tuning: Tuning
 

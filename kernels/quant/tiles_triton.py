@@ -8,7 +8,14 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from localllm.kernels.quant import q4_0_triton, q4_k_triton, q5_k_triton, q6_k_triton, q8_0_triton
+from localllm.kernels.quant import (
+    awq_triton,
+    q4_0_triton,
+    q4_k_triton,
+    q5_k_triton,
+    q6_k_triton,
+    q8_0_triton,
+)
 
 
 @triton.jit
@@ -25,6 +32,9 @@ def _load_tile(FMT: tl.constexpr, p0, p1, p2, p3, p4, rows, g0, g_hi, G, NG: tl.
         tile = q4_k_triton.load_tile(p0, p1, p2, p3, p4, rows, g, gmask, G, True)
     elif FMT == 3:
         tile = q5_k_triton.load_tile(p0, p1, p2, p3, p4, rows, g, gmask, G, True)
+    elif FMT >= 5:  # awq128 / awq64
+        R: tl.constexpr = 4 if FMT == 5 else 2
+        tile = awq_triton.load_tile(p0, p1, p2, p3, p4, rows, g, gmask, G, R, True)
     else:
         tile = q6_k_triton.load_tile(p0, p1, p2, p3, p4, rows, g, gmask, G, True)
     return tile
