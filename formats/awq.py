@@ -10,7 +10,7 @@ Layout, from AutoAWQ `awq/modules/linear/gemm.py` (`WQLinear_GEMM.from_linear`) 
   W^T[k, n] = (q[k, n] - z[k // group, n]) * s[k // group, n]   (fp16 arithmetic)
 Quantization (AutoAWQ's `pseudo_quantize_tensor` with zero_point): per group of `group`
 inputs of an output row, s = (max - min) / 15, z = clamp(-round(min / s), 0, 15),
-q = clamp(round(w / s) + z, 0, 15).
+q = clamp(round(w / s) + z, 0, 15), over a range clipped as `quantize` says.
 """
 
 from __future__ import annotations
@@ -41,18 +41,41 @@ def unpack(words: torch.Tensor) -> torch.Tensor:
     return out.reshape(r, c8 * PACK).to(torch.uint8)
 
 
+CLIP_RATIOS = (1.0, 0.95, 0.9, 0.85, 0.8, 0.75)  # of each group's range, tried by `quantize`
+
+
+def _rtn(g: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Scales (fp16), zeros and quants of groups g [N, G, group] for the range [lo, hi]."""
+    s = ((hi - lo).clamp(min=1e-5) / 15).to(torch.float16)
+    sf = s.float()
+    z = (-torch.round(lo / sf)).clamp(0, 15)
+    q = (torch.round(g / sf[..., None]) + z[..., None]).clamp(0, 15)
+    return s, z, q
+
+
 def quantize(w: torch.Tensor, group: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Round-to-nearest 4-bit with zero points of a weight w [N, K] (torch layout) ->
+    """4-bit with zero points of a weight w [N, K] (torch layout), round to nearest under the
+    scale and zero point of each group; of the ranges `CLIP_RATIOS` x (min, max) the one with
+    the least squared error is kept (a weight-only form of AutoAWQ's clip search) ->
     (qweight int32 [K, N/8], qzeros int32 [K/group, N/8], scales fp16 [K/group, N])."""
     n, k = w.shape
     if k % group or n % PACK:
         raise ValueError(f"AWQ: weight [{n}, {k}] does not fit group {group} / 8-column packing")
     g = w.float().reshape(n, k // group, group)
     lo, hi = g.amin(dim=-1), g.amax(dim=-1)  # [N, G]
-    s = ((hi - lo).clamp(min=1e-5) / 15).to(torch.float16)  # stored scales
-    sf = s.float()
-    z = (-torch.round(lo / sf)).clamp(0, 15)
-    q = (torch.round(g / sf[..., None]) + z[..., None]).clamp(0, 15)  # [N, G, group]
+    best: tuple[torch.Tensor, ...] | None = None
+    best_err = torch.full_like(lo, float("inf"))
+    for r in CLIP_RATIOS:
+        s, z, q = _rtn(g, lo * r, hi * r)
+        err = ((q - z[..., None]) * s.float()[..., None] - g).square().sum(dim=-1)  # [N, G]
+        if best is None:
+            best, best_err = (s, z, q), err
+            continue
+        take = err < best_err
+        best = tuple(torch.where(take[..., None] if b.dim() == 3 else take, new, b)
+                     for b, new in zip(best, (s, z, q)))  # fmt: skip
+        best_err = torch.minimum(err, best_err)
+    s, z, q = best  # type: ignore[misc]
     qweight = pack(q.reshape(n, k).t().to(torch.uint8))
     qzeros = pack(z.t().to(torch.uint8))
     return qweight, qzeros, s.t().contiguous()

@@ -23,7 +23,7 @@ from localllm.config import ModelConfig
 from localllm.formats.gguf import GGUFFile
 from localllm.formats.gguf_config import model_config_from_gguf
 from localllm.formats.quants import dequantize_tensor
-from localllm.sources.hf_tensors import hf_name
+from localllm.sources.hf_entries import hf_name
 from localllm.tokenizer.vocab import TokenType
 
 SPACE = "\u2581"
@@ -261,4 +261,40 @@ def write_tiny_hf(out: Path, arch: str, **overrides: Any) -> Path:
     byte_tokenizer(fields["vocab_size"]).save(str(out / "tokenizer.json"))
     tok_cfg = {"eos_token": "<|im_end|>", "chat_template": CHATML}
     (out / "tokenizer_config.json").write_text(json.dumps(tok_cfg))
+    return out
+
+
+# ---------------------------------------------------------------------------------- AWQ
+
+AWQ_LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+def quantize_folder(src: Path, out: Path, group: int = 128) -> Path:
+    """The AWQ (GEMM, 4-bit, zero point) copy of an fp16 folder: every decoder linear
+    round-to-nearest quantized (`formats/awq.quantize`, AutoAWQ's packing), embeddings, norms
+    and the LM head kept, as AutoAWQ leaves them; one shard."""
+    from safetensors.torch import load_file
+
+    from localllm.formats import awq
+
+    out.mkdir(parents=True, exist_ok=True)
+    tensors: dict[str, torch.Tensor] = {}
+    for shard in sorted(src.glob("*.safetensors")):
+        for name, t in load_file(shard).items():
+            module, _, kind = name.rpartition(".")
+            if kind == "weight" and module.rsplit(".", 1)[-1] in AWQ_LINEARS:
+                qw, qz, s = awq.quantize(t, group)
+                tensors.update(
+                    {f"{module}.qweight": qw, f"{module}.qzeros": qz, f"{module}.scales": s}
+                )
+            else:
+                tensors[name] = t
+    save_file(tensors, out / "model.safetensors", metadata={"format": "pt"})
+    cfg = json.loads((src / "config.json").read_text())
+    cfg["quantization_config"] = {"quant_method": "awq", "version": "gemm", "bits": 4,
+                                  "group_size": group, "zero_point": True, "modules_to_not_convert": None}  # fmt: skip
+    (out / "config.json").write_text(json.dumps(cfg, indent=2))
+    for f in ("tokenizer.json", "tokenizer_config.json", "generation_config.json"):
+        if (src / f).exists():
+            (out / f).write_bytes((src / f).read_bytes())
     return out

@@ -21,8 +21,8 @@ from localllm.hub.names import shard_names
 from localllm.hub.summary import gguf_context, gguf_quant, hf_arch, hf_context, hf_quant
 from localllm.sources.hf import FORMAT as HF_FORMAT
 from localllm.sources.hf_config import model_config_from_hf
+from localllm.sources.hf_entries import list_tensors
 from localllm.sources.hf_files import folder_size, read_json, weight_files
-from localllm.sources.hf_tensors import list_tensors
 
 _SHORT = 120  # longer metadata strings are cut (chat templates)
 

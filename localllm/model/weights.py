@@ -74,8 +74,18 @@ class ModelWeights:
         return weight_bytes(self)
 
 
+def _raw(g: Tensors, name: str) -> RawTensor:
+    """A tensor stored as such (norms, biases, embeddings: never AWQ-quantized)."""
+    t = g.tensor(name)
+    if not isinstance(t, RawTensor):
+        raise ModelLoadError(
+            g.path, f"tensor {name!r} is quantized, which only linear weights may be"
+        )
+    return t
+
+
 def _norm(g: Tensors, name: str, device: torch.device) -> torch.Tensor:
-    return dequantize_tensor(g.tensor(name), device).float()  # norms stay fp32
+    return dequantize_tensor(_raw(g, name), device).float()  # norms stay fp32
 
 
 def _linear(
@@ -84,7 +94,8 @@ def _linear(
     raw = g.tensor(name)
     if tuple(raw.shape) != cfg_shape:
         raise ModelLoadError(g.path, f"tensor {name!r} has shape {raw.shape}, expected {cfg_shape}")
-    check_supported(raw.qtype, g.path, name)
+    if isinstance(raw, RawTensor):
+        check_supported(raw.qtype, g.path, name)
     return pack_weight(raw, device, dtype)
 
 
@@ -112,7 +123,7 @@ def _layer(
     ]
     bias = None
     if cfg.qkv_bias:
-        parts = [dequantize_tensor(g.tensor(p + f"attn_{x}.bias"), device) for x in "qkv"]
+        parts = [dequantize_tensor(_raw(g, p + f"attn_{x}.bias"), device) for x in "qkv"]
         bias = torch.cat(parts).to(dtype)
     gate_up = [
         _linear(g, p + "ffn_gate.weight", (F, D), device, dtype),
@@ -135,7 +146,7 @@ def load_weights(
     g: Tensors, cfg: ModelConfig, device: torch.device, dtype: torch.dtype
 ) -> ModelWeights:
     """Read every tensor of a model into device memory, packed for the kernels."""
-    embd = g.tensor("token_embd.weight")
+    embd = _raw(g, "token_embd.weight")
     check_supported(embd.qtype, g.path, embd.name)
     if embd.shape != (cfg.vocab_size, cfg.dim):
         raise ModelLoadError(
@@ -145,7 +156,7 @@ def load_weights(
     head_name = "token_embd.weight" if cfg.tie_embeddings else "output.weight"
     rope_freqs = None
     if "rope_freqs.weight" in g:
-        rope_freqs = dequantize_tensor(g.tensor("rope_freqs.weight"), "cpu").float()
+        rope_freqs = dequantize_tensor(_raw(g, "rope_freqs.weight"), "cpu").float()
     return ModelWeights(
         embed=Embedding(embd, device, dtype),
         layers=[_layer(g, cfg, i, device, dtype) for i in range(cfg.n_layers)],

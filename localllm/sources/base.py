@@ -11,6 +11,7 @@ from typing import Protocol
 
 from localllm.chat_template import ChatTemplate
 from localllm.config import ModelConfig
+from localllm.formats.awq import AWQTensor
 from localllm.formats.gguf import RawTensor
 from localllm.tokenizer import Tokenizer
 
@@ -22,7 +23,7 @@ class Tensors(Protocol):
 
     def __contains__(self, name: str) -> bool: ...
 
-    def tensor(self, name: str) -> RawTensor: ...
+    def tensor(self, name: str) -> RawTensor | AWQTensor: ...  # AWQ: quantized linears only
 
     @property
     def nbytes(self) -> int: ...  # bytes of every tensor, what loading them takes

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from localllm.chat_template import ChatTemplate
+from localllm.formats.awq import AWQTensor
 from localllm.formats.gguf import GGUFFile, RawTensor
 from localllm.formats.gguf_config import model_config_from_gguf
 from localllm.sources.base import ModelSource
@@ -17,7 +18,7 @@ class GGUFTensors:
     def __contains__(self, name: str) -> bool:
         return name in self.g.tensors
 
-    def tensor(self, name: str) -> RawTensor:
+    def tensor(self, name: str) -> RawTensor | AWQTensor:
         return self.g.tensor(name)
 
     @property

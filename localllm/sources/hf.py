@@ -16,6 +16,7 @@ from localllm.errors import LocalLLMError, ModelLoadError
 from localllm.sources.base import ModelSource
 from localllm.sources.hf_config import model_config_from_hf
 from localllm.sources.hf_files import read_json, shard_files
+from localllm.sources.hf_quant import quant_scheme
 from localllm.sources.hf_tensors import SafetensorsTensors
 from localllm.tokenizer import Tokenizer
 from localllm.tokenizer.hf import hf_tokenizer
@@ -53,22 +54,15 @@ def chat_template_text(folder: Path, tok_cfg: dict[str, Any]) -> tuple[str | Non
     return (t if isinstance(t, str) else None), "tokenizer_config.json"
 
 
-def _refuse_quantized(cfg_json: dict[str, Any], folder: str) -> None:
-    q = cfg_json.get("quantization_config")
-    if q is not None:
-        method = q.get("quant_method") if isinstance(q, dict) else q
-        raise ModelLoadError(folder, f"quantized checkpoints ({method!r}) are not supported")
-
-
 def open_hf_folder(path: str) -> ModelSource:
     folder = Path(path)
     if not (folder / "config.json").is_file():
         raise ModelLoadError(path, "is a folder without config.json")
     cfg_json = read_json(folder / "config.json")
-    _refuse_quantized(cfg_json, path)
+    scheme = quant_scheme(cfg_json, path)
     config = model_config_from_hf(cfg_json, path)
     files = shard_files(folder)
-    tensors = SafetensorsTensors(folder, files, config)
+    tensors = SafetensorsTensors(folder, files, config, scheme)
     tokenizer = folder_tokenizer(folder, cfg_json, config.vocab_size)
     template, origin = chat_template_text(
         folder, read_json(folder / "tokenizer_config.json", required=False)
