@@ -99,8 +99,8 @@ def run(args: argparse.Namespace) -> int:
     args.model = model_path(args.model)  # pulled now, before the server starts
     settings = settings_from_args(args)
     cfg = engine_config(args)
-    if not Path(cfg.model).is_file():
-        raise LocalLLMError(f"{cfg.model}: no such model file")
+    if not Path(cfg.model).exists():  # a .gguf file or a model folder
+        raise LocalLLMError(f"{cfg.model}: no such model file or folder")
     failure: list[BaseException] = []
     server: uvicorn.Server | None = None
 
