@@ -11,8 +11,9 @@ if [[ $what == tests || $what == all ]]; then
   python3 -m pytest -q -m gpu -p no:cacheprovider -s "$R"/tests/test_gpu_*.py "$R"/tests/test_kernels_*.py "$R"/tests/test_formats_*.py "$R"/tests/test_sampler.py 2>&1 | tee "$OUT/gpu_tests.log" | grep -E "passed|failed|error|agreeing|NLL|logits|Error" | tail -40
 fi
 if [[ $what == bench || $what == all ]]; then
-  for m in llama3-8b-q4_k_m llama2-7b-q4_0; do
+  for m in llama3-8b-q4_k_m llama2-7b-q4_0 llama3-8b-awq; do
     par=""; [[ $m == llama3-8b-q4_k_m ]] && par="--parallel 1,8,32 --profile 1,32 --prefix-test --itl-test"
+    [[ $m == llama3-8b-awq ]] && par="--parallel 1,8,32 --profile 1,32"
     python3 -m localllm.cli bench --model $m -p 512 -n 128 -r 3 $par --json "$OUT/bench_$m.json" 2>&1 | tee "$OUT/bench_$m.log"
   done
   # a batch-1 step: engine step vs its CUDA graph replayed alone (host overhead)

@@ -1,5 +1,5 @@
-"""Benchmark models: a GGUF path, or the name of a synthetic model of ANCHORS.md (real shapes,
-random quantized weights) written once to the cache folder."""
+"""Benchmark models: a model path, or the name of a synthetic model of ANCHORS.md (real shapes,
+random quantized weights; GGUF files, or AWQ folders) written once to the cache folder."""
 
 from __future__ import annotations
 
@@ -16,9 +16,17 @@ def cache_dir() -> Path:
 
 
 def resolve_model(name: str) -> str:
-    """A path, or the name of a synthetic model (written on first use)."""
+    """A path, or the name of a synthetic model (written on first use): a GGUF file, or for
+    the AWQ ones (`formats/awq_synthetic.AWQ_SPECS`) a Hugging Face folder."""
+    from localllm.formats.awq_synthetic import AWQ_SPECS, write_awq_synthetic
     from localllm.formats.synthetic import SPECS, write_synthetic
 
+    if name in AWQ_SPECS:
+        folder = cache_dir() / name
+        if not (folder / "config.json").exists():
+            print(f"writing synthetic model {name} to {folder} ...", file=sys.stderr)
+            write_awq_synthetic(AWQ_SPECS[name], folder)
+        return str(folder)
     if name not in SPECS:
         return name
     path = cache_dir() / f"{name}.gguf"
