@@ -120,6 +120,12 @@ def test_serve_an_awq_folder(awq):
         assert r.status_code == 200, r.text
         out = r.json()
         assert out["usage"]["completion_tokens"] == 8 and out["choices"][0]["message"]["content"]
+        [tag] = httpx.get(url + "/api/tags").json()["models"]  # Ollama's listing of the folder
+        assert (
+            tag["details"]["format"] == "safetensors"
+            and tag["details"]["quantization_level"] == "AWQ-4bit"
+        )
+        assert tag["details"]["family"] == "LlamaForCausalLM" and tag["size"] > 0
     finally:
         proc.terminate()
         proc.wait(timeout=30)

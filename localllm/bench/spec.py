@@ -64,7 +64,7 @@ def prompt_set(engine, which: str) -> list[tuple[str, list[int]]]:
     """(kind, ids) of the chat, code or story prompts; "auto": chat if the model has a chat
     template of its own, else code."""
     if which == "auto":
-        which = "chat" if engine.gguf.metadata.get("tokenizer.chat_template") else "code"
+        which = "code" if engine.chat_template.is_builtin else "chat"
     sets = {"chat": chat_prompts, "code": code_prompts, "story": story_prompts}
     if which not in sets:
         raise ValueError(f"unknown prompt set {which!r}: chat, code, story or auto")

@@ -32,7 +32,8 @@ class ModelFacts:
     arch: str
     n_params: int
     quantization: str
-    metadata: dict[str, Any]  # scalar GGUF keys (model_info)
+    metadata: dict[str, Any]  # scalar GGUF keys (model_info), or config.json's
+    format: str = "gguf"  # "gguf" | "safetensors" (a Hugging Face folder)
 
 
 def _quantization(f: GGUFFile) -> str:
@@ -43,8 +44,31 @@ def _quantization(f: GGUFFile) -> str:
     return common[0][0] if common else "unknown"
 
 
+def _folder_facts(path: str) -> ModelFacts:
+    """A Hugging Face folder: the figures `localllm info` reads (config.json, safetensors)."""
+    from pathlib import Path
+
+    from localllm.hub.info import model_report
+
+    r = model_report(Path(path))
+    st = os.stat(os.path.join(path, "config.json"))
+    ident = f"{os.path.abspath(path)}:{r.file_bytes}:{st.st_mtime_ns}".encode()
+    return ModelFacts(
+        size=r.file_bytes,
+        modified_at=datetime.fromtimestamp(st.st_mtime, UTC).isoformat().replace("+00:00", "Z"),
+        digest=hashlib.sha256(ident).hexdigest(),
+        arch=r.arch,
+        n_params=r.params,
+        quantization=r.quant,
+        metadata={k: v for k, v in r.metadata.items() if isinstance(v, int | float | str | bool)},
+        format="safetensors",
+    )
+
+
 @functools.lru_cache(maxsize=4)
 def model_facts(path: str) -> ModelFacts:
+    if os.path.isdir(path):
+        return _folder_facts(path)
     f = GGUFFile(path)
     st = os.stat(path)
     ident = f"{os.path.abspath(path)}:{st.st_size}:{st.st_mtime_ns}".encode()
@@ -75,7 +99,7 @@ def parameter_size(n: int) -> str:
 def details(facts: ModelFacts) -> dict[str, Any]:
     return {
         "parent_model": "",
-        "format": "gguf",
+        "format": facts.format,
         "family": facts.arch,
         "families": [facts.arch],
         "parameter_size": parameter_size(facts.n_params),
