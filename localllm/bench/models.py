@@ -7,6 +7,8 @@ import os
 import sys
 from pathlib import Path
 
+DEFAULT_MODEL = "llama3-8b-q4_k_m"  # what `localllm bench` measures without --model
+
 
 def cache_dir() -> Path:
     base = os.environ.get("LOCALLLM_CACHE") or os.path.join(

@@ -1,0 +1,98 @@
+"""One `localllm bench` run: the main engine, the copy bandwidth measured at start, the chosen
+scenarios in order, and the result document (schema SCHEMA) with everything needed to know
+what was measured on what."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable
+from typing import Any
+
+from localllm.bench.engines import Engines
+from localllm.bench.progress import BenchProgress
+from localllm.bench.provenance import code_version, model_digest, system_info
+from localllm.bench.scenarios import measure_bandwidth
+from localllm.bench.sizes import Sizes
+from localllm.bench.suite import SCENARIOS, Context, Skip
+from localllm.config import EngineConfig
+
+SCHEMA = "localllm-bench/1"
+BANDWIDTH_METHOD = "device-to-device copy of 1 GiB, bytes read + written per second"
+
+
+def _header(eng: Any, bandwidth: float, model_label: str, command: str | None) -> dict:
+    r = eng.runner
+    ceiling = bandwidth / r.weight_bytes if bandwidth else None
+    return {
+        "schema": SCHEMA,
+        "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": command,
+        "system": {
+            **system_info(r.device.type, r.device.index),
+            "copy_bandwidth_GBps": bandwidth / 1e9 if bandwidth else None,
+            "bandwidth_method": BANDWIDTH_METHOD,
+        },
+        "code": code_version(),
+        "model": {
+            "name": model_label,
+            "file": eng.cfg.model,
+            "arch": eng.model_cfg.arch,
+            **model_digest(eng.cfg.model),
+            "weight_bytes_per_token": r.weight_bytes,
+            # batch-1 decode can be no faster than reading every weight once per token
+            "ceiling_tok_s": ceiling,
+        },
+        "engine": {
+            "backend": r.backend,
+            "kv_dtype": r.kv_dtype,
+            "block_size": r.block_size,
+            "max_model_len": eng.max_model_len,
+            "max_num_seqs": eng.cfg.max_num_seqs,
+            "kv_capacity_tokens": r.num_kv_tokens,
+            "cuda_graphs": r.graphs is not None,
+        },
+    }
+
+
+def run_suite(
+    base: EngineConfig,
+    names: list[str],
+    sizes: Sizes,
+    build: Callable[[EngineConfig], Any],
+    *,
+    model_label: str,
+    command: str | None,
+    spec_tokens: int | None = None,
+    profile_batches: tuple[int, ...] = (),
+    live: bool | None = None,
+) -> dict:
+    engines = Engines(base, build)
+    eng = engines.main()
+    bandwidth = measure_bandwidth()
+    doc = _header(eng, bandwidth, model_label, command)
+    doc.update(sizes=dict(vars(sizes)), scenarios=names, results={}, skipped={})
+    total = sum(SCENARIOS[n].units(sizes) for n in names)
+    with BenchProgress(total, live) as progress:
+        ctx = Context(sizes, engines, bandwidth, progress, spec_tokens)
+        for name in names:
+            progress.begin(name)
+            try:
+                ctx.results[name] = SCENARIOS[name].run(ctx)
+            except Skip as e:
+                doc["skipped"][name] = str(e)
+    doc["results"] = ctx.results
+    doc["notes"] = ctx.notes
+    if profile_batches:
+        doc["profile"] = _profile(engines.main(), profile_batches, ctx.notes)
+    engines.close()
+    return doc
+
+
+def _profile(eng: Any, batches: tuple[int, ...], notes: list[str]) -> list[dict]:
+    """The per-kernel breakdown of decode steps (--profile; CUDA's profiler)."""
+    if eng.runner.device.type != "cuda":
+        notes.append("--profile needs a CUDA GPU: skipped")
+        return []
+    from localllm.bench.profile import profile_decode
+
+    return [profile_decode(eng, b) for b in batches]
