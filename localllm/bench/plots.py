@@ -25,6 +25,23 @@ def require_matplotlib() -> Any:
     return plt
 
 
+def _plain(axis: Any) -> None:
+    """Tick labels of a log axis as plain numbers (6.5, 128, 2048), not powers."""
+    from matplotlib.ticker import FuncFormatter
+
+    fmt = FuncFormatter(lambda v, _pos: f"{v:g}")
+    axis.set_major_formatter(fmt)
+    axis.set_minor_formatter(fmt)
+
+
+def _log2_axis(ax: Any) -> None:
+    """A log2 x axis labelled with plain numbers (128, 512, 2048; 1, 4, 16, 64)."""
+    from matplotlib.ticker import FuncFormatter
+
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+
+
 def _pairs(doc: dict, kind: str) -> list[dict]:
     return [
         p for p in doc.get("compare", {}).get("pairs", []) if p["kind"] == kind and p["llama_cpp"]
@@ -47,6 +64,7 @@ def _latency(plt: Any, doc: dict) -> Any:
             for q in ("p50", "p99"):
                 ax.plot(x, [r[key][q] for r in pts], marker, label=f"{q}, {'fixed streams' if mode == 'concurrency' else 'Poisson arrivals'}")  # fmt: skip
         ax.set(xlabel="generated tokens/s (all streams)", ylabel="ms", title=title, yscale="log")
+        _plain(ax.yaxis)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     return fig
@@ -72,7 +90,8 @@ def _context(plt: Any, doc: dict) -> Any:
     them = sorted((p["n"], p["llama_cpp"]) for p in _pairs(doc, "pp"))
     if them:
         ax_pp.plot([n for n, _ in them], [v for _, v in them], "s--", label="llama.cpp")
-    ax_pp.set(xlabel="prompt tokens", ylabel="tokens/s", title="prefill", xscale="log")
+    ax_pp.set(xlabel="prompt tokens", ylabel="tokens/s", title="prefill")
+    _log2_axis(ax_pp)
     for a in (ax, ax_pp):
         a.grid(alpha=0.3)
         a.legend(fontsize=8)
@@ -91,7 +110,8 @@ def _streams(plt: Any, doc: dict) -> Any:
         pts = sorted((p["concurrency"], p["llama_cpp"]) for p in _pairs(doc, kind))
         if pts:
             ax.plot([x for x, _ in pts], [y for _, y in pts], "s--", label=label)
-    ax.set(xlabel="concurrent streams", ylabel="generated tokens/s", title="throughput vs streams", xscale="log")  # fmt: skip
+    ax.set(xlabel="concurrent streams", ylabel="generated tokens/s", title="throughput vs streams")  # fmt: skip
+    _log2_axis(ax)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return fig

@@ -88,6 +88,12 @@ def _build(cfg):
     return LLMEngine(cfg)
 
 
+def model_label(ref: str) -> str:
+    """How results name the model: a file's name without .gguf, else the reference given."""
+    p = Path(ref)
+    return p.name.removesuffix(".gguf") if p.exists() else ref
+
+
 def _command() -> str | None:
     """The command line as typed (None when bench was called in process, e.g. by tests)."""
     if sys.argv[1:2] != ["bench"]:
@@ -110,10 +116,12 @@ def run(args: argparse.Namespace) -> int:
         from localllm.bench.plots import require_matplotlib
 
         require_matplotlib()
+    if args.json not in (None, "-") and not Path(args.json).resolve().parent.is_dir():
+        raise LocalLLMError(f"--json {args.json}: its folder does not exist")
     cfg = _base_config(args, names, sizes)
     doc = run_suite(
         cfg, names, sizes, _build,
-        model_label=args.model or DEFAULT_MODEL,
+        model_label=model_label(args.model or DEFAULT_MODEL),
         command=_command(),
         spec_tokens=getattr(args, "spec_tokens", None),
         profile_batches=profile,
@@ -133,13 +141,13 @@ def _output(args: argparse.Namespace, doc: dict) -> None:
     if args.json == "-":
         print(text)
     else:
+        if args.json:  # first: a long run's figures are kept whatever happens next
+            Path(args.json).write_text(text)
         print_report(doc)
         if doc.get("compare"):
             from localllm.bench.llamacpp.ratio_table import print_table
 
             print_table([doc])
-        if args.json:
-            Path(args.json).write_text(text)
     if args.plot:
         from localllm.bench.plots import write_plots
 

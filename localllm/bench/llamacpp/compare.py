@@ -66,7 +66,7 @@ def pair_bench(doc: dict, tests: list[dict]) -> list[dict]:
             continue
         seen.add(key)
         name = f"tg{r['n_gen']}" + (f" @ d{r['depth']}" if r["depth"] else "")
-        name += f" ({r['kv_dtype']} KV)" if r["kv_dtype"] != kv or r["depth"] else ""
+        name += f" ({r['kv_dtype']} KV)"
         at = {"n": r["n_gen"], "depth": r["depth"], "kv_dtype": r["kv_dtype"]}
         out.append(_pair(name, "tg", r["tok_s"], theirs.get(key), r["ceiling_tok_s"], **at))
     return out
@@ -81,9 +81,9 @@ def pair_batched(doc: dict, rows: list[dict]) -> list[dict]:
         if r["mode"] != "concurrency":
             continue
         t = theirs.get((r["prompt"], r["gen"], r["concurrency"]))
-        shape = f"{r['concurrency']} streams x ({r['prompt']}+{r['gen']})"
-        e2e = t["b"] * t["tg"] / t["t"] if t else None
         c = r["concurrency"]
+        shape = f"{c} stream{'s' if c > 1 else ''} x ({r['prompt']}+{r['gen']})"
+        e2e = t["b"] * t["tg"] / t["t"] if t else None
         s_tg = t["s_tg"] if t else None
         out.append(
             _pair(f"{shape} decode", "serve_decode", r["decode_tok_s"], s_tg, None, concurrency=c)

@@ -37,19 +37,19 @@ def rows(docs: list[dict]) -> list[list[str]]:
 
 
 def header_lines(docs: list[dict]) -> list[str]:
-    """Where and with what: GPU, bandwidth, both engines' versions, and any notes."""
+    """Where and with what: GPU, driver, bandwidth, both engines' versions, and any notes."""
     lines = []
     for doc in docs:
-        s, c, tool = doc["system"], doc["code"], doc.get("compare", {}).get("tool", {})
+        s, c, cmp = doc["system"], doc["code"], doc.get("compare", {})
+        tool = cmp.get("tool", {})
         bw = s.get("copy_bandwidth_GBps")
         lines.append(
-            f"{doc['model']['name']} on {s['name']} (driver {s.get('driver') or '-'}, copy "
-            f"{bw:,.0f} GB/s): localllm {(c.get('git_commit') or c['version'])[:12]}, "
-            f"llama.cpp build {tool.get('build_commit', '?')} ({tool.get('build_number', '?')})"
-            if bw
-            else f"{doc['model']['name']} on {s['name']}"
+            f"{doc['model']['name']}: {s['name']} (driver {s.get('driver') or '-'}, copy "
+            f"bandwidth {f'{bw:,.0f} GB/s' if bw else 'not measured'}); localllm "
+            f"{(c.get('git_commit') or c['version'])[:12]}; llama.cpp build "
+            f"{tool.get('build_commit', '?')} ({tool.get('build_number', '?')})"
         )
-        lines += [f"  note: {n}" for n in doc.get("compare", {}).get("notes", [])]
+        lines += [f"  note: {n}" for n in cmp.get("notes", [])]
     return lines
 
 
@@ -60,7 +60,9 @@ def markdown(docs: list[dict]) -> str:
 
 
 def print_table(docs: list[dict], console: Console | None = None) -> None:
-    console = console or Console()
+    from localllm.bench.report import wide_console
+
+    console = console or wide_console()
     t = Table(
         title="localllm vs llama.cpp (same file, same machine, same run)", title_justify="left"
     )
@@ -88,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.markdown:
         print(markdown(docs))
     else:
-        print_table(docs, Console(width=200))
+        print_table(docs)
     return 0
 
 

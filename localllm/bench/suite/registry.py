@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from localllm.bench.sizes import AUTO_RATE_FRACTIONS, Sizes
+from localllm.bench.sizes import Sizes
 from localllm.bench.suite.base import Scenario
 from localllm.bench.suite.itl import itl_context, run_itl
 from localllm.bench.suite.kv import run_kv
@@ -32,7 +32,7 @@ _LIST = (
     Scenario("tg", "batch-1 decode speed at each --depth (llama-bench tg, -d)", run_tg,
              lambda s: len(s.depths), _tg_context),
     Scenario("serve", "streams through the server's engine: fixed --parallel, Poisson --rate",
-             run_serve, lambda s: len(s.concurrency) + len(s.rates or AUTO_RATE_FRACTIONS),
+             run_serve, lambda s: len(s.concurrency) + s.poisson_runs,
              lambda s: s.serve_prompt + s.serve_gen, lambda s: max(s.concurrency)),
     Scenario("prefix", "time to first token with a shared system prompt: cold vs cached",
              run_prefix, lambda s: s.reps, lambda s: s.prefix_len + s.prefix_suffix + 1),

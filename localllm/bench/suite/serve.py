@@ -78,7 +78,10 @@ def _poisson(ctx: Context, aeng: Any, prompts: Prompts, rate: float, seed: int) 
 
 
 def poisson_rates(ctx: Context, fixed: list[dict]) -> list[float]:
-    """--rate, else fractions of the request rate the widest fixed concurrency sustained."""
+    """--rate, else fractions of the request rate the widest fixed concurrency sustained;
+    none with --requests 0."""
+    if not ctx.sizes.requests:
+        return []
     if ctx.sizes.rates:
         return list(ctx.sizes.rates)
     top = max(fixed, key=lambda r: r["concurrency"])["request_rate"]

@@ -1,0 +1,232 @@
+"""`localllm bench` end to end on stories260K with tiny sizes: every scenario, the JSON
+document against its schema, token counts equal to what was asked, --plot's PNGs, and
+--compare against stand-in llama-bench / llama-batched-bench programs that print llama.cpp's
+real output formats."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from localllm.bench.llamacpp.parse import parse_batched_bench, parse_llama_bench
+from localllm.bench.llamacpp.ratio_table import main as ratio_table_main
+from localllm.bench.schema import SCHEMA
+from localllm.cli import main
+from localllm.config import EngineConfig
+
+FAKE = Path(__file__).parent / "fake_llamacpp"
+TESTDATA = Path(os.environ.get("LOCALLLM_TESTDATA", Path(__file__).parents[1] / ".." / "shared" / "testdata"))  # fmt: skip
+MODEL = TESTDATA / "models" / "stories260K.gguf"
+pytestmark = pytest.mark.skipif(not MODEL.exists(), reason="stories260K test data not found")
+TINY = ["--model", str(MODEL), "--sizes", "tiny", "--rate", "40"]
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LOCALLLM_CACHE", str(tmp_path_factory.mktemp("cache")))
+        yield
+
+
+@pytest.fixture(scope="module")
+def full_run(cache, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path, str]:
+    """Every scenario once (tiny), with --json and --plot."""
+    out = tmp_path_factory.mktemp("bench")
+    args = ["bench", *TINY, "--scenario", "all", "--kv-dtypes", "fp32,int8,fp8"]
+    args += ["--json", str(out / "r.json"), "--plot", str(out / "plots")]
+    assert main(args) == 0
+    return json.loads((out / "r.json").read_text()), out / "plots", ""
+
+
+def test_every_scenario_matches_the_schema(full_run) -> None:
+    doc, _, _ = full_run
+    jsonschema.validate(doc, SCHEMA)
+    assert doc["scenarios"] == ["pp", "tg", "serve", "prefix", "itl", "kv", "spec"]
+    assert doc["model"]["sha256"].startswith("270cba1b")  # testdata/README's hash
+    assert doc["system"]["device"] == "cpu" and doc["engine"]["kv_dtype"] == "fp32"
+
+
+def test_tokens_counted_equal_tokens_requested(full_run) -> None:
+    doc, _, _ = full_run
+    res, s = doc["results"], doc["sizes"]
+    assert [r["n_prompt"] for r in res["pp"]] == s["pp"]
+    assert all(r["prompt_tokens"] == [r["n_prompt"]] * s["reps"] for r in res["pp"])
+    assert [r["depth"] for r in res["tg"]] == s["depths"]
+    assert all(r["generated_tokens"] == [s["tg"]] * s["reps"] for r in res["tg"] + res["kv"])
+    fixed = [r for r in res["serve"] if r["mode"] == "concurrency"]
+    assert [r["concurrency"] for r in fixed] == s["concurrency"]
+    for r in res["serve"]:
+        assert r["generated_tokens"] == r["requests"] * s["serve_gen"]
+        assert r["finish_reasons"] == ["length"]
+        assert r["slo_met"] <= r["requests"]
+        assert r["throughput_tok_s"] == pytest.approx(r["generated_tokens"] / r["duration_s"])
+    poisson = [r for r in res["serve"] if r["mode"] == "poisson"]
+    assert [(r["rate"], r["requests"]) for r in poisson] == [(40.0, s["requests"])]
+    (p,) = res["prefix"]
+    assert p["cached_tokens"] == [p["cacheable_tokens"]] * s["reps"] and p["cacheable_tokens"] == 64
+    (i,) = res["itl"]
+    assert i["unloaded_steps"] == s["itl_steps"] and i["loaded_steps"] >= 1
+
+
+def test_kv_scenario_covers_each_dtype_and_depth(full_run) -> None:
+    doc, _, _ = full_run
+    kv = doc["results"]["kv"]
+    assert [(r["kv_dtype"], r["depth"]) for r in kv] == [
+        (d, depth) for d in ("fp32", "int8", "fp8") for depth in doc["sizes"]["depths"]
+    ]
+    per_token = {r["kv_dtype"]: r["kv_bytes_per_token"] for r in kv}
+    # stories260K: 5 layers x 4 KV heads x head_dim 8, K and V; int8/fp8 add a fp32 scale per head
+    assert per_token == {"fp32": 5 * 2 * 4 * 8 * 4, "int8": 5 * 2 * 4 * (8 + 4), "fp8": 5 * 2 * 4 * (8 + 4)}  # fmt: skip
+    assert all(r["tokens_per_gib"] == (1 << 30) // r["kv_bytes_per_token"] for r in kv)
+
+
+def test_spec_scenario(full_run) -> None:
+    doc, _, _ = full_run
+    if not any(f.name == "spec_tokens" for f in dataclasses.fields(EngineConfig)):
+        assert "no engine option --spec-tokens" in doc["skipped"]["spec"]
+        assert "spec" not in doc["results"]
+        return
+    rows = doc["results"]["spec"]
+    assert [r["prompt"] for r in rows] == ["grounded", "open-ended"]
+    for r in rows:
+        assert r["generated_tokens"] == [doc["sizes"]["spec_gen"]] * doc["sizes"]["reps"]
+        assert r["outputs_match"] and r["accepted"] <= r["drafted"]
+
+
+def test_plot_writes_readable_pngs(full_run) -> None:
+    import matplotlib.image
+
+    _, plots, _ = full_run
+    names = sorted(p.name for p in plots.iterdir())
+    assert names == ["throughput_vs_latency.png", "tok_s_vs_context.png", "tok_s_vs_streams.png"]
+    for p in plots.iterdir():
+        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        img = matplotlib.image.imread(p)
+        assert img.ndim == 3 and img.shape[0] > 200 and img.shape[1] > 400
+
+
+def test_compare_with_llamacpp(cache, tmp_path: Path, monkeypatch, capsys) -> None:
+    """--compare llama.cpp finds the programs on PATH, runs them with matching settings and
+    pairs each figure with ours."""
+    monkeypatch.setenv("PATH", f"{FAKE}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_LLAMACPP_LOG", str(tmp_path / "calls.log"))
+    out = tmp_path / "r.json"
+    args = ["bench", *TINY, "--scenario", "pp,tg,serve,kv", "--kv-dtypes", "int8,fp8"]
+    assert main([*args, "--compare", "llama.cpp", "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    jsonschema.validate(doc, SCHEMA)
+    calls = (tmp_path / "calls.log").read_text().splitlines()
+    m = str(MODEL)
+    common = "-r 1 -o json -ngl 99 -fa on"
+    assert calls == [
+        f"llama-bench -m {m} {common} -p 16,32 -n 0 -ctk f32 -ctv f32",
+        f"llama-bench -m {m} {common} -p 0 -n 8 -d 0,32 -ctk f32 -ctv f32",
+        f"llama-bench -m {m} {common} -p 0 -n 8 -d 0,32 -ctk q8_0 -ctv q8_0",
+        f"llama-batched-bench -m {m} -c 48 -b 2048 -ub 512 -npp 16 -ntg 8 -npl 1,2 -ngl 99 -fa on -ctk f32 -ctv f32",
+    ]  # fmt: skip
+    cmp, res = doc["compare"], doc["results"]
+    assert cmp["tool"]["build_commit"] == "8cf427ff"
+    assert "llama.cpp has no fp8 KV cache: not compared" in cmp["notes"]
+    pairs = {p["figure"]: p for p in cmp["pairs"]}
+    assert pairs["pp32"]["llama_cpp"] == pytest.approx(1032.0)  # the fake's 1000 + n_prompt
+    assert pairs["pp32"]["ratio"] == pytest.approx(res["pp"][1]["tok_s"] / 1032.0)
+    int8 = pairs["tg8 @ d32 (int8 KV)"]
+    assert set(pairs) >= {"tg8 (fp32 KV)", "tg8 @ d32 (fp32 KV)", "tg8 (int8 KV)"}
+    assert int8["llama_cpp"] == pytest.approx(150.0 * 1000 / 1032 + 0.08, rel=1e-5)
+    ours = next(r for r in res["kv"] if r["kv_dtype"] == "int8" and r["depth"] == 32)
+    assert int8["localllm"] == ours["tok_s"] and int8["depth"] == 32
+    s_tg = pairs["2 streams x (16+8) decode"]
+    assert s_tg["llama_cpp"] == pytest.approx(2 * 102, rel=1e-3)  # the fake's B * (100 + B)
+    assert {"1 stream x (16+8) decode", "2 streams x (16+8) end to end"} <= set(pairs)
+    printed = capsys.readouterr().out
+    assert "localllm vs llama.cpp" in printed and "tg8 @ d32 (int8 KV)" in printed
+    assert ratio_table_main([str(out), "--markdown"]) == 0
+    md = capsys.readouterr().out
+    assert "| stories260K | pp32 | 1,032.0 |" in md
+
+
+def test_compare_folder_without_the_programs_fails_before_running(cache, tmp_path: Path, capsys) -> None:  # fmt: skip
+    assert main(["bench", *TINY, "--compare", f"llama.cpp={tmp_path}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("localllm: error: --compare llama.cpp=") and "\n" not in err
+    assert "neither llama-bench nor llama-batched-bench" in err
+
+
+def test_bad_options_are_one_line_errors(cache, capsys) -> None:
+    assert main(["bench", *TINY, "--scenario", "pp,nope"]) == 2
+    assert "unknown scenario 'nope'" in capsys.readouterr().err
+    assert main(["bench", *TINY, "--depth", "x"]) == 2
+    assert "--depth 'x' is not a valid value" in capsys.readouterr().err
+    assert main(["bench", *TINY, "--scenario", "pp", "-p", "0"]) == 2
+    assert "no scenario left" in capsys.readouterr().err
+
+
+# llama.cpp's own recorded outputs (tools/llama-bench/README.md, tools/batched-bench/README.md)
+LLAMA_BENCH_JSON = """[
+  {
+    "build_commit": "8cf427ff",
+    "build_number": 5163,
+    "cpu_info": "AMD Ryzen 7 7800X3D 8-Core Processor",
+    "gpu_info": "NVIDIA GeForce RTX 4080",
+    "backends": "CUDA",
+    "model_filename": "models/Qwen2.5-7B-Instruct-Q4_K_M.gguf",
+    "model_type": "qwen2 7B Q4_K - Medium",
+    "model_size": 4677120000,
+    "model_n_params": 7615616512,
+    "n_batch": 2048,
+    "n_ubatch": 512,
+    "n_threads": 8,
+    "cpu_mask": "0x0",
+    "cpu_strict": false,
+    "poll": 50,
+    "type_k": "f16",
+    "type_v": "f16",
+    "n_gpu_layers": -1,
+    "split_mode": "layer",
+    "main_gpu": 0,
+    "no_kv_offload": false,
+    "flash_attn": false,
+    "tensor_split": "0.00",
+    "use_mmap": true,
+    "embeddings": false,
+    "n_prompt": 0,
+    "n_gen": 128,
+    "n_depth": 0,
+    "test_time": "2025-04-24T11:58:51Z",
+    "avg_ns": 1076767880,
+    "stddev_ns": 9449585,
+    "avg_ts": 118.881588,
+    "stddev_ts": 1.041811,
+    "samples_ns": [ 1075361300, 1065089400, 1071761200, 1081934900, 1089692600 ],
+    "samples_ts": [ 119.03, 120.178, 119.43, 118.307, 117.464 ]
+  }
+]
+"""
+BATCHED_TABLE = """
+main: n_kv_max = 16384, n_batch = 2048, n_ubatch = 512, flash_attn = 0, is_pp_shared = 0, n_gpu_layers = 99, n_threads = 8, n_threads_batch = 8
+
+|    PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s |      T s |    S t/s |
+|-------|--------|------|--------|----------|----------|----------|----------|----------|----------|
+|   128 |    128 |    1 |    256 |    0.108 |  1186.64 |    3.079 |    41.57 |    3.187 |    80.32 |
+|   128 |    128 |    2 |    512 |    0.198 |  1295.19 |    5.029 |    50.90 |    5.227 |    97.95 |
+|   128 |    128 |    4 |   1024 |    0.373 |  1373.96 |    6.878 |    74.44 |    7.251 |   141.23 |
+
+llama_print_timings:        load time =    1234.56 ms
+"""
+
+
+def test_parse_llama_bench_recorded_json() -> None:
+    (t,) = parse_llama_bench("ggml_cuda_init: found 1 CUDA devices:\n" + LLAMA_BENCH_JSON)
+    assert (t["n_prompt"], t["n_gen"], t["n_depth"], t["type_k"]) == (0, 128, 0, "f16")
+    assert t["avg_ts"] == pytest.approx(118.881588) and len(t["samples_ts"]) == 5
+
+
+def test_parse_batched_bench_recorded_table() -> None:
+    rows = parse_batched_bench(BATCHED_TABLE)
+    assert [(r["b"], r["s_tg"], r["t"]) for r in rows] == [(1, 41.57, 3.187), (2, 50.90, 5.227), (4, 74.44, 7.251)]  # fmt: skip
+    assert rows[0]["pp"] == 128 and rows[0]["n_kv"] == 256
