@@ -47,7 +47,7 @@ measure() {  # one model: localllm bench, then llama.cpp with matching settings,
   [ -x "$bin/llama-bench" ] || { echo "llama.cpp is not built on this machine: run part1 first"; exit 2; }
   python3 -c "import matplotlib" 2>/dev/null && plot=(--plot "$OUT/plots_$m")
   if ! python3 -m localllm.cli bench --model "$m" --scenario pp,tg,serve,kv \
-      -p 512 -n 128 --depth 0,4096,16384 --kv-dtypes int8 -r 5 \
+      -p 512 -n 128 --depth 0,4096,16384 --kv-types int8 -r 5 \
       --parallel 32,64 --parallel-prompt 128 --parallel-gen 128 --requests 0 \
       --compare "llama.cpp=$bin" --json "$res/compare_$m.json" "${plot[@]}" 2>&1 | tee "$OUT/compare_$m.log"; then
     echo "localllm bench failed for $m (log: $OUT/compare_$m.log)"; exit 1

@@ -37,7 +37,7 @@ def cache(tmp_path_factory: pytest.TempPathFactory):
 def full_run(cache, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path, str]:
     """Every scenario once (tiny), with --json and --plot."""
     out = tmp_path_factory.mktemp("bench")
-    args = ["bench", *TINY, "--scenario", "all", "--kv-dtypes", "fp32,int8,fp8"]
+    args = ["bench", *TINY, "--scenario", "all", "--kv-types", "fp32,int8,fp8"]
     args += ["--json", str(out / "r.json"), "--plot", str(out / "plots")]
     assert main(args) == 0
     return json.loads((out / "r.json").read_text()), out / "plots", ""
@@ -116,7 +116,7 @@ def test_compare_with_llamacpp(cache, tmp_path: Path, monkeypatch, capsys) -> No
     monkeypatch.setenv("PATH", f"{FAKE}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_LLAMACPP_LOG", str(tmp_path / "calls.log"))
     out = tmp_path / "r.json"
-    args = ["bench", *TINY, "--scenario", "pp,tg,serve,kv", "--kv-dtypes", "int8,fp8"]
+    args = ["bench", *TINY, "--scenario", "pp,tg,serve,kv", "--kv-types", "int8,fp8"]
     assert main([*args, "--compare", "llama.cpp", "--json", str(out)]) == 0
     doc = json.loads(out.read_text())
     jsonschema.validate(doc, SCHEMA)
@@ -155,6 +155,25 @@ def test_compare_folder_without_the_programs_fails_before_running(cache, tmp_pat
     err = capsys.readouterr().err.strip()
     assert err.startswith("localllm: error: --compare llama.cpp=") and "\n" not in err
     assert "neither llama-bench nor llama-batched-bench" in err
+
+
+@pytest.mark.parametrize(
+    "flags, names",
+    [
+        ([], ["pp", "tg", "serve", "prefix"]),
+        (["--scenario", "tg", "--scenario", "kv,spec"], ["tg", "kv", "spec"]),
+        (["--scenario", "all", "-n", "0"], ["pp", "serve", "prefix", "itl", "kv", "spec"]),
+        # the spellings scripts used before --scenario
+        (["-p", "512", "-n", "128", "--parallel", "1,8", "--prefix-test", "--itl-test"],
+         ["pp", "tg", "serve", "prefix", "itl"]),
+        (["-p", "0", "-n", "0", "--itl-test"], ["serve", "prefix", "itl"]),
+    ],
+)  # fmt: skip
+def test_scenario_selection(flags: list[str], names: list[str]) -> None:
+    from localllm.cli import build_parser
+    from localllm.cli.bench import scenario_names
+
+    assert scenario_names(build_parser().parse_args(["bench", *flags])) == names
 
 
 def test_bad_options_are_one_line_errors(cache, capsys) -> None:

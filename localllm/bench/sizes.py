@@ -54,6 +54,12 @@ class Sizes:
             raise LocalLLMError("bench: prompt lengths and concurrencies must be >= 1")
         if any(d < 0 for d in self.depths) or not self.depths:
             raise LocalLLMError("bench: --depth takes one or more numbers >= 0")
+        from localllm.config import KV_DTYPES
+
+        bad = [d for d in self.kv_dtypes if d not in KV_DTYPES or d == "auto"]
+        if bad:
+            known = ", ".join(d for d in KV_DTYPES if d != "auto")
+            raise LocalLLMError(f"bench: --kv-types takes {known}; got {', '.join(bad)}")
         if self.requests < 0:
             raise LocalLLMError("bench: --requests must be >= 0")
         if any(r <= 0 for r in self.rates) or self.slo_ttft_ms <= 0 or self.slo_itl_ms <= 0:
@@ -112,8 +118,11 @@ FLAGS: tuple[tuple[tuple[str, ...], str, Callable[[str], Any], str], ...] = (
     (("--itl-prompt",), "itl_prompt", int, "itl: tokens of the long prompt"),
     (("--itl-steps",), "itl_steps", int, "itl: unloaded decode steps measured first"),
     (("--spec-gen",), "spec_gen", int, "spec: tokens generated per prompt, speculation on and off"),
-    (("--kv-dtypes",), "kv_dtypes", _words, "kv: comma list of KV dtypes (default: fp16,int8 and fp8 on sm_89+)"),
+    (("--kv-types",), "kv_dtypes", _words, "kv: comma list of KV dtypes (default: fp16,int8 and fp8 on sm_89+)"),
 )  # fmt: skip
+
+
+METAVARS: dict[Callable[[str], Any], str] = {_ints: "N[,N]", _floats: "X[,X]", _words: "A[,B]", float: "X"}  # fmt: skip
 
 
 def add_size_args(p: argparse.ArgumentParser) -> None:
@@ -130,7 +139,8 @@ def add_size_args(p: argparse.ArgumentParser) -> None:
             shown = ",".join(str(x) for x in shown) or "auto"
         if "default:" not in help_text:
             help_text += f" (default: {shown})"
-        g.add_argument(*flags, dest=f"size_{field}", default=None, help=help_text)
+        metavar = METAVARS.get(_parse, "N")
+        g.add_argument(*flags, dest=f"size_{field}", default=None, metavar=metavar, help=help_text)
 
 
 def sizes_from_args(args: argparse.Namespace) -> Sizes:

@@ -5,10 +5,12 @@ through the AsyncEngine the server uses (serve)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from localllm.core import SamplingParams, TokenEvent, Usage
 
@@ -59,9 +61,18 @@ class Trace:
         return (self.tokens - self.counts[0]) / (self.arrivals[-1] - self.arrivals[0])
 
 
-def greedy(max_tokens: int, **kw: object) -> SamplingParams:
+# plain decoding unless a scenario asks otherwise, as llama-bench measures it: n-gram drafts
+# would inflate decode on random-weight models, whose outputs loop (spec measures speculation)
+PLAIN: dict[str, Any] = (
+    {"spec_tokens": 0} if any(f.name == "spec_tokens" for f in dataclasses.fields(SamplingParams)) else {}
+)  # fmt: skip
+
+
+def greedy(max_tokens: int, **kw: Any) -> SamplingParams:
     """Greedy decoding of exactly max_tokens tokens (EOS ignored): every run does the same work."""
-    return SamplingParams(max_tokens=max_tokens, temperature=0.0, ignore_eos=True, **kw)  # type: ignore[arg-type]
+    return SamplingParams(
+        max_tokens=max_tokens, temperature=0.0, ignore_eos=True, **{**PLAIN, **kw}
+    )
 
 
 class Prompts:

@@ -87,7 +87,9 @@ def run_spec(ctx: Context) -> list[dict]:
     prompts = {name: eng.encode_prompt(text)[:PROMPT_MAX_TOKENS] for name, text in PROMPTS.items()}
     on, off = {}, {}
     for name, ids in prompts.items():
-        on[name] = _measure(ctx, eng, ids, greedy(ctx.sizes.spec_gen))
+        # spec_tokens k per request where requests have it (PLAIN turns it off by default)
+        on_kw = {"spec_tokens": k} if per_request else {}
+        on[name] = _measure(ctx, eng, ids, greedy(ctx.sizes.spec_gen, **on_kw))
         if per_request:
             off[name] = _measure(ctx, eng, ids, greedy(ctx.sizes.spec_gen, spec_tokens=0))
     if not per_request:
