@@ -22,7 +22,8 @@ class Engines:
 
     def get(self, **overrides: Any) -> Any:
         """The engine of the base config with these fields replaced, built (after dropping the
-        one alive) unless it is the one alive."""
+        one alive) unless it is the one alive. Callers must not keep a reference to an engine
+        across a get() that may build another (it would stay in GPU memory)."""
         cfg = dataclasses.replace(self.base, **overrides)
         if self._engine is not None and cfg == self._cfg:
             return self._engine
@@ -40,7 +41,7 @@ class Engines:
         if self._engine is None:
             return
         self._engine = self._cfg = None
-        gc.collect()
+        gc.collect()  # the engine holds reference cycles (runner <-> CUDA graphs)
         import torch
 
         if torch.cuda.is_available():

@@ -66,10 +66,10 @@ def run_suite(
     profile_batches: tuple[int, ...] = (),
     live: bool | None = None,
 ) -> dict:
+    bandwidth = measure_bandwidth()  # before the KV pool takes the GPU's free memory
+    _release_cached_memory()
     engines = Engines(base, build)
-    eng = engines.main()
-    bandwidth = measure_bandwidth()
-    doc = _header(eng, bandwidth, model_label, command)
+    doc = _header(engines.main(), bandwidth, model_label, command)
     doc.update(sizes=dict(vars(sizes)), scenarios=names, results={}, skipped={})
     total = sum(SCENARIOS[n].units(sizes) for n in names)
     with BenchProgress(total, live) as progress:
@@ -86,6 +86,13 @@ def run_suite(
         doc["profile"] = _profile(engines.main(), profile_batches, ctx.notes)
     engines.close()
     return doc
+
+
+def _release_cached_memory() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 def _profile(eng: Any, batches: tuple[int, ...], notes: list[str]) -> list[dict]:

@@ -32,7 +32,9 @@ def run_kv(ctx: Context) -> list[dict]:
     rows, refused = [], []
     main_dtype = ctx.engines.main().runner.kv_dtype
     # the main engine's dtype first: no engine is built for it
+    device = "cpu"
     for dtype in sorted(kv_dtypes(ctx), key=lambda d: d != main_dtype):
+        eng = None  # the previous dtype's engine must go before the next one is built
         try:
             eng = ctx.engines.get(**({} if dtype == main_dtype else {"kv_dtype": dtype}))
         except LocalLLMError as e:  # e.g. fp8 on a GPU older than sm_89
@@ -40,7 +42,7 @@ def run_kv(ctx: Context) -> list[dict]:
             for d in ctx.sizes.depths:
                 ctx.progress.advance(f"kv {dtype} @ d{d} (refused)")
             continue
-        r = eng.runner
+        r, device = eng.runner, eng.runner.device.type
         per_token = bytes_per_block(eng.model_cfg, r.block_size, r.kv_dtype) // r.block_size
         for i, depth in enumerate(ctx.sizes.depths):
             row = decode_at_depth(ctx, eng, depth, seed=200 + i)
@@ -57,6 +59,6 @@ def run_kv(ctx: Context) -> list[dict]:
     if not rows:
         raise Skip("; ".join(refused))
     ctx.notes += refused
-    if eng.runner.device.type != "cuda":
+    if device != "cuda":
         ctx.notes.append(CPU_POOL_NOTE)
     return rows

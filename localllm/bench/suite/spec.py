@@ -93,6 +93,7 @@ def run_spec(ctx: Context) -> list[dict]:
         if per_request:
             off[name] = _measure(ctx, eng, ids, greedy(ctx.sizes.spec_gen, spec_tokens=0))
     if not per_request:
+        eng = None  # dropped before the engine without speculation is built
         eng = ctx.engines.get(spec_tokens=0)
         for name, ids in prompts.items():
             off[name] = _measure(ctx, eng, ids, greedy(ctx.sizes.spec_gen))
