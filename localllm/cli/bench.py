@@ -82,6 +82,12 @@ def _base_config(args: argparse.Namespace, names: list[str], sizes: Sizes):
     )
 
 
+def _has_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
 def _build(cfg):
     from localllm.engine.engine import LLMEngine
 
@@ -118,6 +124,12 @@ def run(args: argparse.Namespace) -> int:
         require_matplotlib()
     if args.json not in (None, "-") and not Path(args.json).resolve().parent.is_dir():
         raise LocalLLMError(f"--json {args.json}: its folder does not exist")
+    if args.model is None and not _has_cuda():
+        print(
+            f"localllm: warning: no CUDA GPU: {DEFAULT_MODEL} (8B) on the CPU takes hours; "
+            "try --model FILE --sizes tiny",
+            file=sys.stderr,
+        )
     cfg = _base_config(args, names, sizes)
     doc = run_suite(
         cfg, names, sizes, _build,
