@@ -181,6 +181,8 @@ def test_bad_options_are_one_line_errors(cache, capsys) -> None:
     assert "unknown scenario 'nope'" in capsys.readouterr().err
     assert main(["bench", *TINY, "--depth", "x"]) == 2
     assert "--depth 'x' is not a valid value" in capsys.readouterr().err
+    assert main(["bench", *TINY, "--profile", "1,x"]) == 2
+    assert "--profile '1,x': a comma list of batch sizes" in capsys.readouterr().err
     assert main(["bench", *TINY, "--scenario", "pp", "-p", "0"]) == 2
     assert "no scenario left" in capsys.readouterr().err
 

@@ -112,7 +112,10 @@ def run(args: argparse.Namespace) -> int:
 
     names = scenario_names(args)
     sizes = sizes_from_args(args)
-    profile = tuple(int(x) for x in args.profile.split(",") if x.strip())
+    try:
+        profile = tuple(int(x) for x in args.profile.split(",") if x.strip())
+    except ValueError:
+        raise LocalLLMError(f"--profile {args.profile!r}: a comma list of batch sizes") from None
     tools = None
     if args.compare:  # fail before a long run, not after it
         from localllm.bench.llamacpp.tools import find_tools
