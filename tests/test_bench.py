@@ -5,7 +5,6 @@ real output formats."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from pathlib import Path
@@ -17,7 +16,6 @@ from localllm.bench.llamacpp.parse import parse_batched_bench, parse_llama_bench
 from localllm.bench.llamacpp.ratio_table import main as ratio_table_main
 from localllm.bench.schema import SCHEMA
 from localllm.cli import main
-from localllm.config import EngineConfig
 
 FAKE = Path(__file__).parent / "fake_llamacpp"
 TESTDATA = Path(os.environ.get("LOCALLLM_TESTDATA", Path(__file__).parents[1] / ".." / "shared" / "testdata"))  # fmt: skip
@@ -86,16 +84,15 @@ def test_kv_scenario_covers_each_dtype_and_depth(full_run) -> None:
 
 
 def test_spec_scenario(full_run) -> None:
+    """Speculation on vs off through bench/spec.py: greedy output identical, counts coherent."""
     doc, _, _ = full_run
-    if not any(f.name == "spec_tokens" for f in dataclasses.fields(EngineConfig)):
-        assert "no engine option --spec-tokens" in doc["skipped"]["spec"]
-        assert "spec" not in doc["results"]
-        return
     rows = doc["results"]["spec"]
-    assert [r["prompt"] for r in rows] == ["grounded", "open-ended"]
+    assert [r["prompt"] for r in rows] == ["grounded", "open"]
+    gen = doc["sizes"]["spec_gen"]
     for r in rows:
-        assert r["generated_tokens"] == [doc["sizes"]["spec_gen"]] * doc["sizes"]["reps"]
-        assert r["outputs_match"] and r["accepted"] <= r["drafted"]
+        assert (r["spec_tokens"], r["gen"], r["prompt_set"]) == (4, gen, "auto")
+        assert r["identical"] == r["prompts"] >= 1
+        assert r["accepted"] <= r["drafted"] and r["tokens_on"] <= r["prompts"] * (gen - 1)
 
 
 def test_plot_writes_readable_pngs(full_run) -> None:
@@ -166,7 +163,9 @@ def test_compare_folder_without_the_programs_fails_before_running(cache, tmp_pat
         # the spellings scripts used before --scenario
         (["-p", "512", "-n", "128", "--parallel", "1,8", "--prefix-test", "--itl-test"],
          ["pp", "tg", "serve", "prefix", "itl"]),
-        (["-p", "0", "-n", "0", "--itl-test"], ["serve", "prefix", "itl"]),
+        (["-p", "0", "-n", "0", "--itl-test", "--spec"], ["itl", "spec"]),
+        (["-p", "512", "-n", "128", "-r", "3"], ["pp", "tg"]),
+        (["--scenario", "serve", "-p", "0", "--prefix-test"], ["serve", "prefix"]),
     ],
 )  # fmt: skip
 def test_scenario_selection(flags: list[str], names: list[str]) -> None:
@@ -181,6 +180,8 @@ def test_bad_options_are_one_line_errors(cache, capsys) -> None:
     assert "unknown scenario 'nope'" in capsys.readouterr().err
     assert main(["bench", *TINY, "--depth", "x"]) == 2
     assert "--depth 'x' is not a valid value" in capsys.readouterr().err
+    assert main(["bench", *TINY, "--scenario", "spec", "--spec-tokens", "0"]) == 2
+    assert "give --spec-tokens >= 1" in capsys.readouterr().err
     assert main(["bench", *TINY, "--profile", "1,x"]) == 2
     assert "--profile '1,x': a comma list of batch sizes" in capsys.readouterr().err
     assert main(["bench", *TINY, "--scenario", "pp", "-p", "0"]) == 2

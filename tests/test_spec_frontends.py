@@ -152,12 +152,15 @@ def test_bench_spec_compares_on_and_off(tmp_path, capsys) -> None:
             "--spec-prompts", "story", "--spec-gen", "24", "--json", str(out)]  # fmt: skip
     assert main(args) == 0
     printed = capsys.readouterr().out
-    assert "speculative k=4, batch 1, 24 tokens, grounded" in printed
-    res = json.loads(out.read_text())["spec"]
-    assert res["k"] == 4 and set(res["by_kind"]) == {"grounded", "open"}
-    for r in res["by_kind"].values():
+    assert "Speculative decoding, batch 1" in printed and "grounded (story)" in printed
+    doc = json.loads(out.read_text())
+    assert doc["scenarios"] == ["spec"]  # -p 0 -n 0 --spec: speculation alone, as before
+    by_kind = {r["prompt"]: r for r in doc["results"]["spec"]}
+    assert set(by_kind) == {"grounded", "open"}
+    for r in by_kind.values():
+        assert r["spec_tokens"] == 4 and r["gen"] == 24
         assert r["identical"] == r["prompts"] > 0  # greedy: speculation changes no token
         assert r["tok_s_on"] > 0 and r["tok_s_off"] > 0
-    assert res["by_kind"]["grounded"]["accepted"] > 0
+    assert by_kind["grounded"]["accepted"] > 0
     assert main([*args[:-2], "--spec-tokens", "0"]) == 2
     assert "give --spec-tokens >= 1" in capsys.readouterr().err

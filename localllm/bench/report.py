@@ -38,8 +38,9 @@ def _serve_cells(r: dict) -> list[str]:
 
 
 def _spec_cells(r: dict) -> list[str]:
-    return [r["prompt"], str(r["spec_tokens"]), _n(r["tok_s_off"]), _n(r["tok_s_on"]),
-            f"{r['speedup']:.2f}x", _pct(r["acceptance"]), "yes" if r["outputs_match"] else "NO"]  # fmt: skip
+    return [f"{r['prompt']} ({r['prompt_set']})", str(r["prompts"]), str(r["spec_tokens"]),
+            _n(r["tok_s_off"]), _n(r["tok_s_on"]), f"{r['speedup']:.2f}x", _pct(r["acceptance"]),
+            f"{r['mean_run']:.2f}", f"{r['identical']}/{r['prompts']}"]  # fmt: skip
 
 
 # scenario -> (title, columns, cells of one row)
@@ -60,8 +61,8 @@ TABLES: dict[str, tuple[str, tuple[str, ...], Callable[[dict], list[str]]]] = {
     "kv": ("KV cache dtypes", ("KV", "pool tokens", "tokens/GiB", "depth", "tok/s", "of ceiling"),
            lambda r: [r["kv_dtype"], f"{r['capacity_tokens']:,}", f"{r['tokens_per_gib']:,}",
                       str(r["depth"]), _pm(r), _pct(r["fraction_of_ceiling"])]),
-    "spec": ("Speculative decoding", ("prompt", "k", "off tok/s", "on tok/s", "speedup",
-                                      "accepted", "same output"), _spec_cells),
+    "spec": ("Speculative decoding, batch 1", ("prompts", "n", "k", "off tok/s", "on tok/s",
+             "speedup", "accepted", "mean run", "same output"), _spec_cells),
 }  # fmt: skip
 
 

@@ -62,7 +62,8 @@ def run_suite(
     *,
     model_label: str,
     command: str | None,
-    spec_tokens: int | None = None,
+    spec_k: int = 0,
+    spec_prompts: str = "auto",
     profile_batches: tuple[int, ...] = (),
     live: bool | None = None,
 ) -> dict:
@@ -73,7 +74,7 @@ def run_suite(
     doc.update(sizes=dict(vars(sizes)), scenarios=names, results={}, skipped={})
     total = sum(SCENARIOS[n].units(sizes) for n in names)
     with BenchProgress(total, live) as progress:
-        ctx = Context(sizes, engines, bandwidth, progress, spec_tokens)
+        ctx = Context(sizes, engines, bandwidth, progress, spec_k, spec_prompts)
         for name in names:
             progress.begin(name)
             try:

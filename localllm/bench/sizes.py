@@ -36,7 +36,6 @@ class Sizes:
     itl_prompt: int = 8000  # the long prompt
     itl_steps: int = 100  # unloaded decode steps measured before it arrives
     spec_gen: int = 128  # tokens generated per spec prompt (on and off)
-    spec_tokens: int = 4  # drafts per step when the engine option --spec-tokens is not given
     kv_dtypes: tuple[str, ...] = ()  # () = fp16, int8, and fp8 where the GPU has it
 
     @property
@@ -45,8 +44,7 @@ class Sizes:
 
     def __post_init__(self) -> None:
         positive = ("tg", "reps", "serve_prompt", "serve_gen", "prefix_len",
-                    "prefix_suffix", "itl_streams", "itl_prompt", "itl_steps", "spec_gen",
-                    "spec_tokens")  # fmt: skip
+                    "prefix_suffix", "itl_streams", "itl_prompt", "itl_steps", "spec_gen")  # fmt: skip
         for name in positive:
             if getattr(self, name) < 1:
                 raise LocalLLMError(f"bench: {name.replace('_', '-')} must be >= 1")

@@ -51,22 +51,54 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     out.add_argument("--prefix-test", action="store_true", help="add the prefix scenario")
     out.add_argument("--itl-test", action="store_true", help="add the itl scenario")
+    out.add_argument("--spec", action="store_true", help="add the spec scenario")
+    out.add_argument(
+        "--spec-prompts",
+        default="auto",
+        choices=["auto", "chat", "code", "story"],
+        help="prompt set of the spec scenario (auto: chat if the model has a chat template, "
+        "else code)",
+    )
     p.set_defaults(func=run)
 
 
+# the switches of the llama-bench-style command line that came before --scenario
+SWITCHES = {"prefix_test": "prefix", "itl_test": "itl", "spec": "spec"}
+
+
+def _legacy_selection(args: argparse.Namespace) -> set[str] | None:
+    """Without --scenario, a command line written for the earlier bench (-p, -n, --parallel or
+    a switch given) keeps its meaning: pp and tg, serve with --parallel, plus the switches."""
+    given = [args.size_pp, args.size_tg, args.size_concurrency]
+    if args.scenario or not (any(x is not None for x in given) or any(vars(args)[s] for s in SWITCHES)):  # fmt: skip
+        return None
+    return {"pp", "tg"} | ({"serve"} if args.size_concurrency is not None else set())
+
+
 def scenario_names(args: argparse.Namespace) -> list[str]:
-    """--scenario (default DEFAULT), plus --prefix-test/--itl-test, minus what -p 0/-n 0 drop."""
-    names = set(resolve_names(args.scenario or DEFAULT))
-    names |= {"prefix"} if args.prefix_test else set()
-    names |= {"itl"} if args.itl_test else set()
+    """--scenario (default DEFAULT; see _legacy_selection), plus the switches (--prefix-test,
+    --itl-test, --spec), minus what -p 0 / -n 0 drop."""
+    names = _legacy_selection(args) or set(resolve_names(args.scenario or DEFAULT))
+    names |= {name for flag, name in SWITCHES.items() if vars(args)[flag]}
     names -= disabled_by_zero(args)
     if not names:
         raise LocalLLMError("bench: no scenario left to run")
     return [n for n in SCENARIOS if n in names]
 
 
+def spec_k(args: argparse.Namespace) -> int:
+    """Drafts per step of the spec scenario: --spec-tokens, else bench/spec.py's default."""
+    from localllm.bench.spec import BENCH_SPEC_TOKENS
+
+    k = BENCH_SPEC_TOKENS if args.spec_tokens is None else args.spec_tokens
+    if k == 0:
+        raise LocalLLMError("bench: spec compares speculation on and off: give --spec-tokens >= 1")
+    return k
+
+
 def _base_config(args: argparse.Namespace, names: list[str], sizes: Sizes):
-    """The main engine's config, sized for the chosen scenarios."""
+    """The main engine's config, sized for the chosen scenarios (with speculation on when spec
+    is the only scenario: one engine instead of two)."""
     need = context_needed(names, sizes)
     if args.max_model_len and args.max_model_len < need:
         raise LocalLLMError(
@@ -79,6 +111,7 @@ def _base_config(args: argparse.Namespace, names: list[str], sizes: Sizes):
         max_model_len=args.max_model_len or need,
         max_num_seqs=max(args.max_num_seqs, sequences_needed(names, sizes)),
         max_num_batched_tokens=max(args.max_num_batched_tokens, *sizes.pp),
+        **({"spec_tokens": spec_k(args)} if names == ["spec"] else {}),
     )
 
 
@@ -112,6 +145,7 @@ def run(args: argparse.Namespace) -> int:
 
     names = scenario_names(args)
     sizes = sizes_from_args(args)
+    k = spec_k(args) if "spec" in names else 0
     try:
         profile = tuple(int(x) for x in args.profile.split(",") if x.strip())
     except ValueError:
@@ -138,7 +172,8 @@ def run(args: argparse.Namespace) -> int:
         cfg, names, sizes, _build,
         model_label=model_label(args.model or DEFAULT_MODEL),
         command=_command(),
-        spec_tokens=getattr(args, "spec_tokens", None),
+        spec_k=k,
+        spec_prompts=args.spec_prompts,
         profile_batches=profile,
     )  # fmt: skip
     if tools is not None:

@@ -11,7 +11,7 @@ from localllm.bench.suite.itl import itl_context, run_itl
 from localllm.bench.suite.kv import run_kv
 from localllm.bench.suite.prefix import run_prefix
 from localllm.bench.suite.serve import run_serve
-from localllm.bench.suite.spec import PROMPT_MAX_TOKENS, PROMPTS, run_spec
+from localllm.bench.suite.spec import KINDS, PROMPT_BUDGET, run_spec
 from localllm.bench.suite.speed import WARMUP_GEN, run_pp, run_tg
 from localllm.errors import LocalLLMError
 
@@ -41,7 +41,7 @@ _LIST = (
     Scenario("kv", "KV cache dtypes: capacity in tokens and decode speed at each --depth",
              run_kv, _kv_units, _tg_context),
     Scenario("spec", "speculative decoding on vs off: grounded and open-ended prompts",
-             run_spec, lambda s: len(PROMPTS), lambda s: PROMPT_MAX_TOKENS + s.spec_gen + 1),
+             run_spec, lambda s: KINDS, lambda s: PROMPT_BUDGET + s.spec_gen),
 )  # fmt: skip
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in _LIST}
 DEFAULT = ("pp", "tg", "serve", "prefix")
