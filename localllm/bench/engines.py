@@ -40,8 +40,9 @@ class Engines:
         """Drop the engine alive and give its GPU memory back."""
         if self._engine is None:
             return
+        self._engine.close()  # frees its KV pool, CUDA graphs and weights now
         self._engine = self._cfg = None
-        gc.collect()  # the engine holds reference cycles (runner <-> CUDA graphs)
+        gc.collect()
         import torch
 
         if torch.cuda.is_available():

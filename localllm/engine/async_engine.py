@@ -154,9 +154,11 @@ class AsyncEngine:
         """Run fn(engine) on the engine thread (stats, cache queries) and return its result."""
         return self._call(lambda: fn(self.engine))
 
-    def shutdown(self) -> None:
+    def shutdown(self, close_engine: bool = True) -> None:
+        """Stop the engine thread and close the engine (close_engine=False hands the engine
+        back to the caller, e.g. bench, which goes on stepping it directly)."""
         self._stop = True
         self._wake.set()
         self._thread.join(timeout=10)
-        if not self._thread.is_alive():  # never free memory under a step still running
+        if close_engine and not self._thread.is_alive():  # never free memory under a running step
             self.engine.close()

@@ -103,5 +103,5 @@ def run_serve(ctx: Context) -> list[dict]:
             rows.append(_poisson(ctx, aeng, prompts, rate, seed=i))
             ctx.progress.advance(f"serve {rate:g} req/s")
     finally:
-        aeng.shutdown()
+        aeng.shutdown(close_engine=False)  # the next scenarios step the same engine
     return rows
