@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 from localllm.bench.llamacpp.commands import (
     KV_TYPES,
@@ -99,6 +100,9 @@ def pair_batched(doc: dict, rows: list[dict]) -> list[dict]:
 def run_compare(doc: dict, tools: Tools) -> dict:
     """llama.cpp's figures for doc's measurements: {"commands", "pairs", "tool", "notes"}."""
     model = doc["model"]["file"]
+    if not Path(model).is_file():  # an AWQ / safetensors folder
+        return {"commands": [], "pairs": [], "tool": {},
+                "notes": [f"llama.cpp reads GGUF files only: {model} not compared"]}  # fmt: skip
     invs, notes = bench_invocations(doc, model)
     batched = batched_invocation(doc, model)
     out: dict = {"commands": [], "pairs": [], "tool": {}, "notes": notes}
