@@ -165,12 +165,22 @@ class Tokenizer:
         )
         return cls.from_gguf(metadata, no_defaults)
 
-    def encode(self, text: str, add_special: bool = True, parse_special: bool = True) -> list[int]:
-        """Token ids of `text`; add_special adds BOS (and EOS) as the model asks."""
+    def encode(
+        self,
+        text: str,
+        add_special: bool = True,
+        parse_special: bool = True,
+        continuation: bool = False,
+    ) -> list[int]:
+        """Token ids of `text`; add_special adds BOS (and EOS) as the model asks.
+
+        continuation=True: the ids continue earlier text, so the first fragment gets no
+        SentencePiece space prefix (the ids spell exactly `text`, as `decode(continuation=True)`
+        reads them)."""
         out: list[int] = []
         if add_special and self.add_bos:
             out.append(self.bos_id)  # type: ignore[arg-type]
-        prev_special = True  # the first fragment gets the space prefix (SentencePiece)
+        prev_special = not continuation  # the first fragment gets the space prefix (SentencePiece)
         prefix = self.add_space_prefix
         for frag in partition(self._vocab, text, parse_special):
             if isinstance(frag, int):

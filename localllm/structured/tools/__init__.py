@@ -1,0 +1,1 @@
+"""OpenAI tool calls: formats per template family, prompts, forced-call grammar, parsing."""
