@@ -6,12 +6,11 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+from conftest import testdata_path
 
 from localllm.formats.gguf import GGUFFile
 from localllm.structured.compiler import GrammarCompiler
 from localllm.tokenizer import Tokenizer
-
-from conftest import testdata_path
 
 
 @cache

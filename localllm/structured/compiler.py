@@ -60,6 +60,11 @@ class GrammarCompiler:
         self._cache: OrderedDict[ConstraintSpec, CompiledGrammar] = OrderedDict()
         self._lock = threading.Lock()
 
+    def special_id(self, text: str) -> int | None:
+        """The id of the special (non-text) token spelled `text`, if the vocabulary has one."""
+        tid = self.tokenizer.token_id(text)
+        return tid if tid is not None and self.table.is_special(tid) else None
+
     def compile(self, spec: ConstraintSpec) -> CompiledGrammar:
         with self._lock:
             hit = self._cache.get(spec)

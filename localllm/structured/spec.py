@@ -16,7 +16,7 @@ from localllm.structured.strict import strict_problem
 
 # kind -> what the source text is
 KINDS = {
-    "json_schema": "a JSON schema (canonical JSON text)",
+    "json_schema": "a JSON schema (JSON text)",
     "json_object": "any JSON object",
     "gbnf": "a llama.cpp GBNF grammar",
     "lark": "a Lark grammar (llguidance dialect)",
@@ -34,7 +34,7 @@ class ConstraintError(RequestError):
 @dataclass(frozen=True)
 class ConstraintSpec:
     kind: str  # a key of KINDS
-    source: str  # the schema as canonical JSON, or the grammar / regex text
+    source: str  # the schema as JSON text, or the grammar / regex text
     param: str = "response_format"  # the request field errors name
 
     def __post_init__(self) -> None:
@@ -58,7 +58,8 @@ class ConstraintSpec:
             problem = strict_problem(schema)
             if problem:
                 raise ConstraintError(f"{param}: strict schema: {problem}", param)
-        return cls("json_schema", json.dumps(schema, sort_keys=True), param)
+        # key order is kept: properties are generated in the order the schema lists them
+        return cls("json_schema", json.dumps(schema), param)
 
     @classmethod
     def json_object(cls, param: str = "response_format") -> ConstraintSpec:
