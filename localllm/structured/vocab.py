@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from localllm.tokenizer import Tokenizer
-from localllm.tokenizer_vocab import TokenType
+from localllm.tokenizer.vocab import TokenType
 
 # token types whose bytes are output text
 TEXT_TYPES = frozenset({TokenType.NORMAL, TokenType.BYTE, TokenType.USER_DEFINED})
