@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from localllm.engine.speculative.policy import MAX_SPEC_TOKENS
 from localllm.errors import RequestError
 from localllm.sampling_defaults import API
+from localllm.structured.spec import ConstraintSpec
 
 # below this a temperature is greedy: logits / T would overflow float32 (T <= 1e-38 made
 # every logit inf and every token <unk>), and it picks the argmax anyway (vLLM's epsilon)
@@ -36,6 +37,7 @@ class SamplingParams:
     # worth verifying (a shorter proposal is not verified)
     spec_tokens: int | None = None
     spec_min_tokens: int = 0
+    constraint: ConstraintSpec | None = None  # output follows this schema / grammar
 
     def __post_init__(self) -> None:
         checks = [
@@ -86,8 +88,9 @@ class SamplingParams:
 
     @property
     def raw_argmax(self) -> bool:
-        """Greedy and no penalty changes the logits: the token is the argmax of the raw ones."""
-        return self.greedy and not self.needs_penalties
+        """Greedy and nothing changes the logits (no penalty, no grammar mask): the token is the
+        argmax of the raw ones."""
+        return self.greedy and not self.needs_penalties and self.constraint is None
 
     @property
     def plain_greedy(self) -> bool:

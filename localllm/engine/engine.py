@@ -15,6 +15,7 @@ import torch
 from localllm.config import EngineConfig
 from localllm.core import SamplingParams, SequenceState, TokenEvent, TokenLogprob, Usage
 from localllm.engine.block_manager import BlockManager
+from localllm.engine.guided import GuidedDecoding
 from localllm.engine.runner import ModelRunner
 from localllm.engine.sampler import Sampler
 from localllm.engine.scheduler import ScheduledBatch, Scheduler, SchedulerConfig
@@ -70,6 +71,7 @@ class LLMEngine:
             k, cfg.spec_ngram_min, cfg.spec_ngram_max, cfg.spec_batch_cutoff, per_draft, fixed
         )
         self.speculator = Speculator(spec, self.max_model_len)
+        self.guided = GuidedDecoding(self.tokenizer, self.model_cfg.vocab_size)
         self.requests: dict[str, _RequestState] = {}
         self.stats = EngineStats()
         self.closed = False
@@ -84,6 +86,7 @@ class LLMEngine:
         for request_id in list(self.requests):
             self.abort(request_id)
         self.closed = True
+        self.guided.close()
         self.runner.close()
 
     def __enter__(self) -> LLMEngine:
@@ -101,7 +104,8 @@ class LLMEngine:
         continuation: bool = True,
     ) -> str:
         """Queue a request. continuation=True keeps the leading space of the first generated
-        piece (a completion continuing its prompt); chat answers pass False."""
+        piece (a completion continuing its prompt); chat answers pass False. A constrained
+        request always continues: its text is exactly the bytes its grammar accepted."""
         if self.closed:
             raise RequestError("the engine is closed")
         request_id = request_id or uuid.uuid4().hex
@@ -113,7 +117,14 @@ class LLMEngine:
         if any(not 0 <= t < V for t in prompt_ids):
             raise RequestError(f"prompt token ids must be in [0, {V})", param="prompt")
         seq = SequenceState(request_id, prompt_ids, params)
-        self.scheduler.add(seq)  # raises context_length_exceeded
+        if params.constraint is not None:
+            self.guided.add(seq.seq_id, params.constraint)  # raises ConstraintError
+            continuation = True
+        try:
+            self.scheduler.add(seq)  # raises context_length_exceeded
+        except RequestError:
+            self.guided.drop(seq.seq_id)
+            raise
         stop_ids = frozenset(params.stop_token_ids) | (
             frozenset() if params.ignore_eos else self.tokenizer.stop_ids
         )
@@ -143,6 +154,7 @@ class LLMEngine:
     def _forget(self, seq: SequenceState) -> None:
         self.sampler.forget(seq.seq_id)
         self.speculator.forget(seq.seq_id)
+        self.guided.drop(seq.seq_id)
 
     def has_work(self) -> bool:
         return self.scheduler.has_unfinished()
@@ -174,14 +186,22 @@ class LLMEngine:
     def step(self) -> list[TokenEvent]:
         if self.closed:
             return []
-        self.speculator.propose(s for s in self.scheduler.running if not s.in_prefill)
+        decoding = [s for s in self.scheduler.running if not s.in_prefill]
+        self.speculator.propose(decoding)
+        self.guided.cut_drafts(decoding)  # a draft token the grammar refuses is never verified
         batch = self.scheduler.schedule()
         ended = [self._end_by_scheduler(seq) for seq in batch.finished]
         events = [ev for ev in ended if ev is not None]
         if not batch.items:
             return events
         t0 = time.perf_counter()
+        # grammar masks fill on a worker thread while the forward runs on the device
+        masks = self.guided.start_masks(
+            [(it.seq.seq_id, it.draft_ids) for it in batch.items if it.num_logits]
+        )
         out = self.runner.execute(batch)
+        # constrained rows only (they are never raw-argmax rows, so `out.greedy` skips them)
+        self.guided.apply(masks, out.logits, [r for r in out.rows if r[1]])
         taken = sample_step(self.sampler, batch, out.logits, out.rows, out.greedy)
         self._take(batch, taken)
         accepted = taken.accepted
@@ -248,7 +268,7 @@ class LLMEngine:
                 break
             piece, stopped = st.stop.feed(st.detok.add([tok]))
             text += piece
-            if stopped:
+            if stopped or self.guided.accept(seq.seq_id, tok):  # accept: the grammar is done
                 reason = "stop"
                 break
             # add_request checked prompt + max_tokens <= max_model_len (core.check_context)

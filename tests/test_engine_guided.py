@@ -1,0 +1,111 @@
+"""Guided decoding in the engine (CPU, stories260K, which knows no JSON): constrained and free
+sequences in one batch, every constrained answer parses and validates, free ones unchanged."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+from structured_schemas import SCHEMAS
+
+from localllm.config import EngineConfig
+from localllm.core import SamplingParams
+from localllm.engine.engine import LLMEngine
+from localllm.structured.spec import ConstraintError, ConstraintSpec
+
+
+@pytest.fixture(scope="module")
+def engine(testdata) -> LLMEngine:  # type: ignore[no-untyped-def]
+    path = testdata / "models" / "stories260K.gguf"
+    return LLMEngine(EngineConfig(model=str(path), device="cpu", max_num_seqs=64))
+
+
+@pytest.fixture(scope="module")
+def testdata():  # type: ignore[no-untyped-def]
+    from conftest import TESTDATA
+
+    if not TESTDATA.exists():
+        pytest.skip(f"test data folder not found: {TESTDATA}")
+    return TESTDATA
+
+
+def run(eng: LLMEngine, prompts: list[list[int]], params: list[SamplingParams]):  # type: ignore[no-untyped-def]
+    ids = [eng.add_request(p, sp) for p, sp in zip(prompts, params)]
+    out: dict[str, list[int]] = {i: [] for i in ids}
+    reasons: dict[str, str] = {}
+    while eng.has_work():
+        for ev in eng.step():
+            out[ev.request_id] += ev.token_ids
+            if ev.finish_reason:
+                reasons[ev.request_id] = ev.finish_reason
+    return [(out[i], reasons[i]) for i in ids]
+
+
+def test_schema_suite_in_one_batch_with_free_sequences(engine: LLMEngine) -> None:
+    prompt = engine.encode_prompt("Once upon a time")
+    free = SamplingParams(max_tokens=40, temperature=0.0, ignore_eos=True)
+    alone = run(engine, [prompt], [free])[0]
+    params = [
+        SamplingParams(
+            max_tokens=200,
+            temperature=0.0 if k % 2 else 0.8,
+            seed=k,
+            constraint=ConstraintSpec.json_schema(schema),
+        )
+        for k, schema in enumerate(SCHEMAS)
+    ]
+    results = run(engine, [prompt] * (len(SCHEMAS) + 2), [free, *params, free])
+    assert results[0] == alone and results[-1] == alone  # free rows are not touched
+    for schema, (ids, reason) in zip(SCHEMAS, results[1:-1]):
+        text = engine.tokenizer.decode(ids, continuation=True)
+        assert reason == "stop", text
+        jsonschema.validate(json.loads(text), schema)
+    assert engine.guided.masked_rows > 0 and engine.guided.cpu_us_per_token > 0
+    bm = engine.block_manager
+    assert bm.num_used_blocks == 0
+
+
+def test_choices_advance_independently(engine: LLMEngine) -> None:
+    schema = SCHEMAS[17]  # a nested object and a string
+    prompt = engine.encode_prompt("Tom had a cat.")
+    spec = ConstraintSpec.json_schema(schema)
+    params = [
+        SamplingParams(max_tokens=200, temperature=1.0, seed=s, constraint=spec) for s in range(4)
+    ]
+    texts = [
+        engine.tokenizer.decode(ids, continuation=True)
+        for ids, _ in run(engine, [prompt] * 4, params)
+    ]
+    for text in texts:
+        jsonschema.validate(json.loads(text), schema)
+    assert len(set(texts)) > 1
+
+
+def test_finished_grammar_ends_even_when_eos_is_ignored(engine: LLMEngine) -> None:
+    spec = ConstraintSpec.grammar('root ::= "The " ("cat" | "dog") " sat."')
+    p = SamplingParams(max_tokens=50, temperature=0.0, ignore_eos=True, constraint=spec)
+    ids, reason = run(engine, [engine.encode_prompt("Once")], [p])[0]
+    assert reason == "stop"
+    assert engine.tokenizer.decode(ids, continuation=True) in ("The cat sat.", "The dog sat.")
+
+
+def test_bad_constraint_is_refused_before_anything_is_queued(engine: LLMEngine) -> None:
+    bad = ConstraintSpec.json_schema({"type": "array", "uniqueItems": True})
+    with pytest.raises(ConstraintError, match="uniqueItems"):
+        engine.add_request(engine.encode_prompt("x"), SamplingParams(constraint=bad))
+    assert not engine.has_work() and not engine.requests
+
+
+def test_drafts_are_cut_by_the_grammar(engine: LLMEngine) -> None:
+    spec = ConstraintSpec.json_schema({"enum": ["yes", "no"]})
+    rid = engine.add_request(engine.encode_prompt("x"), SamplingParams(constraint=spec))
+    seq = engine.requests[rid].seq
+    tok = engine.tokenizer
+    good = tok.encode('"yes"', add_special=False, continuation=True)
+    bad = tok.encode('"yak"', add_special=False, continuation=True)
+    assert engine.guided.cut_draft(seq.seq_id, good) == good
+    cut = engine.guided.cut_draft(seq.seq_id, bad)
+    assert len(cut) < len(bad) and bad[: len(cut)] == cut
+    engine.abort(rid)
+    assert seq.seq_id not in engine.guided
