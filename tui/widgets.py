@@ -8,6 +8,8 @@ from textual.message import Message as TextualMessage
 from textual.widgets import Markdown, Static, TextArea
 from textual.widgets._markdown import MarkdownStream
 
+from localllm.tui.answer_view import answer_markdown
+
 ROLE_LABELS = {"user": "You", "assistant": "Assistant", "system": "System"}
 NEWLINE_KEYS = ("ctrl+j", "shift+enter", "alt+enter")
 
@@ -47,7 +49,11 @@ class MessageView(Vertical):
         self._stream: MarkdownStream | None = None
 
     def compose(self):
-        yield Markdown(self.content, classes="body")
+        yield Markdown(self._shown(), classes="body")
+
+    def _shown(self) -> str:
+        """Answers show JSON indented and tool calls as blocks; the content stays as written."""
+        return answer_markdown(self.content) if self.role == "assistant" else self.content
 
     @property
     def body(self) -> Markdown:
@@ -66,6 +72,9 @@ class MessageView(Vertical):
         if self._stream is not None:
             await self._stream.stop()
             self._stream = None
+        shown = self._shown()
+        if shown != self.content:
+            await self.body.update(shown)
         self.border_subtitle = footer
 
 
