@@ -56,14 +56,30 @@ def _literal(text: str, fmt: ToolFormat, special_id: Callable[[str], int | None]
     return json.dumps(text)
 
 
+def _answer_rule(answer: ConstraintSpec) -> str:
+    """The Lark rule for a JSON answer given instead of calls (`tool_choice` auto)."""
+    if answer.kind == "json_object":
+        schema: Any = {"type": "object"}
+    elif answer.kind == "json_schema":
+        schema = json.loads(answer.source)
+    else:
+        raise ConstraintError(
+            f"{answer.param}: a {answer.kind} grammar cannot be combined with tools", answer.param
+        )
+    return f"answer: %json {json.dumps({'x-guidance': JSON_LAYOUT, **schema})}\n"
+
+
 def tool_call_spec(
     fmt: ToolFormat,
     tools: list[dict[str, Any]],
     name: str | None,
     parallel: bool,
     special_id: Callable[[str], int | None],
+    answer: ConstraintSpec | None = None,
 ) -> ConstraintSpec:
-    """The constraint for a forced call; `name` forces that function, None any of them."""
+    """The constraint for tool calls; `name` forces that function, None any of them.
+    `answer`: a JSON format the model may answer in instead of calling (tool_choice auto
+    with response_format); without it the answer must be calls."""
     if name is not None:
         tools = [t for t in tools if t["function"]["name"] == name]
         if not tools:
@@ -76,5 +92,9 @@ def tool_call_spec(
     call = " ".join(p for p in (lit(fmt.open), "call_json", lit(fmt.close)) if p)
     more = f"({lit(fmt.separator)} call)*" if parallel and fmt.parallel else ""
     start = " ".join(p for p in (lit(fmt.list_open), "call", more, lit(fmt.list_close)) if p)
-    lark = f"start: {start}\ncall: {call}\ncall_json: %json {json.dumps(call_schema(fmt, tools))}\n"
+    lark = f"call: {call}\ncall_json: %json {json.dumps(call_schema(fmt, tools))}\n"
+    if answer is None:
+        lark = f"start: {start}\n" + lark
+    else:
+        lark = f"start: calls | answer\ncalls: {start}\n{_answer_rule(answer)}" + lark
     return ConstraintSpec("lark", lark, "tools")

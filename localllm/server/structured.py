@@ -1,0 +1,151 @@
+"""Structured output and tool calls for the routes: request fields -> the constraint and the
+tool plan of a request; the model's answer -> OpenAI messages and stream deltas.
+
+`response_format` (json_object / json_schema), llama.cpp's `grammar` and `json_schema` are
+alternatives: at most one per request. With `tools`, `tool_choice` picks the mode: "auto"
+(the default) renders the tools and parses calls out of the answer, "none" leaves them out,
+"required" or a named function constrains the answer to calls. A JSON response_format
+beside tools (auto) constrains the answer to either calls or that JSON.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from localllm.errors import RequestError
+from localllm.server.schemas_structured import NamedToolChoice, OutputFormatFields, ToolFields
+from localllm.structured.compiler import GrammarCompiler
+from localllm.structured.spec import ConstraintSpec
+from localllm.structured.tools.formats import ToolFormat, detect_format
+from localllm.structured.tools.grammar import tool_call_spec
+from localllm.structured.tools.stream import ToolStreamParser
+
+
+def output_constraint(req: OutputFormatFields) -> ConstraintSpec | None:
+    """The constraint asked for by response_format / grammar / json_schema, if any."""
+    rf = req.response_format
+    given = [
+        name
+        for name, on in (
+            ("response_format", rf is not None and rf.type != "text"),
+            ("grammar", req.grammar is not None),
+            ("json_schema", req.json_schema is not None),
+        )
+        if on
+    ]
+    if len(given) > 1:
+        raise RequestError(f"{given[0]} and {given[1]} cannot be combined", param=given[1])
+    if req.grammar is not None:
+        return ConstraintSpec.grammar(req.grammar, "gbnf", param="grammar")
+    if req.json_schema is not None:
+        return ConstraintSpec.json_schema(req.json_schema, param="json_schema")
+    if rf is None or rf.type == "text":
+        return None
+    if rf.type == "json_object":
+        return ConstraintSpec.json_object()
+    if rf.json_schema is None or rf.json_schema.schema_ is None:
+        raise RequestError(
+            "response_format of type json_schema needs json_schema.schema",
+            param="response_format",
+        )
+    strict = bool(rf.json_schema.strict)
+    return ConstraintSpec.json_schema(rf.json_schema.schema_, strict=strict)
+
+
+@dataclass
+class ToolPlan:
+    fmt: ToolFormat
+    tools: list[dict[str, Any]]  # OpenAI tool dicts, as the template receives them
+    forced: str | None  # None: auto; "" any tool (required); else that function's name
+    parallel: bool
+
+    def constraint(
+        self, compiler: GrammarCompiler, output: ConstraintSpec | None
+    ) -> ConstraintSpec | None:
+        """The request's constraint once tools are in play."""
+        if self.forced is None:
+            if output is None:
+                return None
+            return tool_call_spec(
+                self.fmt, self.tools, None, self.parallel, compiler.special_id, answer=output
+            )
+        if output is not None:
+            raise RequestError(
+                f"tool_choice forces a tool call; it cannot be combined with {output.param}",
+                param="tool_choice",
+            )
+        name = self.forced or None
+        return tool_call_spec(self.fmt, self.tools, name, self.parallel, compiler.special_id)
+
+
+def tool_plan(req: ToolFields, template_source: str) -> ToolPlan | None:
+    """How a chat request uses tools; None when it offers none (or says tool_choice none)."""
+    choice = req.tool_choice
+    if not req.tools:
+        if choice not in (None, "none", "auto"):
+            raise RequestError("tool_choice needs tools", param="tool_choice")
+        return None
+    if choice == "none":
+        return None
+    tools = [t.model_dump(exclude_none=True) for t in req.tools]
+    names = [t["function"]["name"] for t in tools]
+    if len(set(names)) != len(names):
+        raise RequestError("tools have duplicate function names", param="tools")
+    forced: str | None = None
+    if choice == "required":
+        forced = ""
+    elif isinstance(choice, NamedToolChoice):
+        if choice.function.name not in names:
+            raise RequestError(
+                f"tool_choice names {choice.function.name!r}, which is not in tools",
+                param="tool_choice",
+            )
+        forced = choice.function.name
+    parallel = req.parallel_tool_calls is not False
+    return ToolPlan(detect_format(template_source), tools, forced, parallel)
+
+
+class ChoiceTools:
+    """One choice's answer read for tool calls, whole or streamed."""
+
+    def __init__(self, plan: ToolPlan) -> None:
+        self._parser = ToolStreamParser(plan.fmt, plan.parallel)
+
+    def delta(self, text: str) -> list[dict[str, Any]]:
+        """Chat deltas for newly generated text (content and/or tool-call pieces)."""
+        return self._deltas(self._parser.feed(text))
+
+    def finish(self) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """The last deltas, and the whole answer as an OpenAI message."""
+        last, parsed = self._parser.finish()
+        calls = [
+            {"id": i, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for i, c in zip(self._parser.call_ids, parsed.calls)
+        ]
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": (parsed.content or None) if calls else parsed.content,
+            "refusal": None,
+        }
+        if calls:
+            message["tool_calls"] = calls
+        return self._deltas(last), message
+
+    @property
+    def called(self) -> bool:
+        return bool(self._parser.call_ids)
+
+    @staticmethod
+    def _deltas(d: Any) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        if d.content:
+            out.append({"content": d.content})
+        if d.tool_calls:
+            out.append({"tool_calls": d.tool_calls})
+        return out
+
+
+def finish_reason(reason: str | None, called: bool) -> str | None:
+    """OpenAI's `tool_calls` when an answer that ended by itself called tools."""
+    return "tool_calls" if called and reason == "stop" else reason
