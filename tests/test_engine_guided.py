@@ -109,3 +109,30 @@ def test_drafts_are_cut_by_the_grammar(engine: LLMEngine) -> None:
     assert len(cut) < len(bad) and bad[: len(cut)] == cut
     engine.abort(rid)
     assert seq.seq_id not in engine.guided
+
+
+def test_masks_for_verify_rows_follow_the_row_layout(engine: LLMEngine) -> None:
+    """An item with drafts owns 1 + len(drafts) rows; free items' rows stay untouched."""
+    import torch
+
+    from localllm.engine.guided import GuidedDecoding
+
+    tok = engine.tokenizer
+    guided = GuidedDecoding(tok, engine.model_cfg.vocab_size)
+    spec = ConstraintSpec.json_schema({"enum": ["yes", "no"]})
+    guided.add(1, spec)
+    guided.add(3, spec)
+    draft = guided.cut_draft(1, tok.encode('"yes"', add_special=False, continuation=True))[:2]
+    assert len(draft) == 2
+    items = [(1, draft), (2, [5, 6]), (3, [])]  # seq 2 is free
+    layout = [(0, 1 + len(draft)), (1 + len(draft), 3), (4 + len(draft), 1)]
+    logits = torch.zeros(5 + len(draft), engine.model_cfg.vocab_size)
+    guided.apply(guided.start_masks(items), logits, layout)
+    allowed = [set(torch.nonzero(row == 0).flatten().tolist()) for row in logits]
+    full = set(range(engine.model_cfg.vocab_size))
+    assert allowed[len(draft) + 1 : len(draft) + 4] == [full] * 3  # the free item
+    for j in range(len(draft)):
+        assert draft[j] in allowed[j] and len(allowed[j]) < len(full)
+    assert allowed[-1] == allowed[0]  # seq 3 is where seq 1 started
+    assert guided.masked_rows == len(draft) + 2
+    guided.close()

@@ -34,7 +34,7 @@ class MaskJob:
     """Masks for one step: `bitmask` row k belongs to sampling row `rows[k]`."""
 
     bitmask: torch.Tensor  # [len(rows), words] int32, pinned on a CUDA machine
-    rows: list[int]  # indices into the step's sampling rows
+    rows: list[tuple[int, int]]  # per bitmask row: (item index, row within the item)
     seconds: float = 0.0  # CPU time llguidance spent filling them
 
 
@@ -95,38 +95,54 @@ class GuidedDecoding:
         return draft if c is None else draft[: c.valid_prefix(draft)]
 
     # ---- masks --------------------------------------------------------------------------
-    def start_masks(self, seq_ids: list[int]) -> Future[MaskJob] | None:
-        """Begin filling the masks of the constrained ones among a step's sampling rows
-        (seq_ids, in row order) on the worker thread; None if no row is constrained."""
-        rows = [k for k, s in enumerate(seq_ids) if s in self._constraints]
-        if not rows:
+    def start_masks(self, items: list[tuple[int, list[int]]]) -> Future[MaskJob] | None:
+        """Begin filling the masks of a step's constrained logits rows on the worker thread.
+
+        items: (seq_id, draft_ids) of every batch item that gets logits, in batch order; an
+        item's rows are its mask now and after each of its drafts (speculative verification;
+        drafts were cut by `cut_draft`, so every one is allowed). None if none is
+        constrained."""
+        cons: list[Constraint] = []
+        drafts: list[list[int]] = []
+        rows: list[tuple[int, int]] = []
+        for k, (seq_id, draft) in enumerate(items):
+            c = self._constraints.get(seq_id)
+            if c is not None:
+                cons.append(c)
+                drafts.append(list(draft))
+                rows.extend((k, j) for j in range(1 + len(draft)))
+        if not cons:
             return None
-        cons = [self._constraints[seq_ids[k]] for k in rows]
         if self._pool is None:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="localllm-masks")
-        return self._pool.submit(self._fill, cons, rows)
+        return self._pool.submit(self._fill, cons, drafts, rows)
 
-    def _fill(self, cons: list[Constraint], rows: list[int]) -> MaskJob:
+    def _fill(
+        self, cons: list[Constraint], drafts: list[list[int]], rows: list[tuple[int, int]]
+    ) -> MaskJob:
         assert self._masker is not None and self._compiler is not None
         t0 = time.perf_counter()
-        if self._buffer is None or self._buffer.shape[0] < len(cons):
+        if self._buffer is None or self._buffer.shape[0] < len(rows):
             # pinned memory is slow to allocate: keep one buffer. The previous step's copy
             # from it has finished: sampling synchronised with the device to read its ids.
-            self._buffer = allocate_bitmask(max(len(cons), 16), self._compiler.table.vocab_size)
-        bitmask = self._buffer[: len(cons)]
-        self._masker.fill(cons, bitmask)
+            self._buffer = allocate_bitmask(max(len(rows), 16), self._compiler.table.vocab_size)
+        bitmask = self._buffer[: len(rows)]
+        self._masker.fill(cons, bitmask, drafts if any(drafts) else None)
         return MaskJob(bitmask, rows, time.perf_counter() - t0)
 
-    def apply(self, job: Future[MaskJob] | None, logits: torch.Tensor) -> None:
-        """Wait for a step's masks and apply them in place. logits: [S, V], row k = seq_ids[k]
-        of `start_masks`."""
+    def apply(
+        self, job: Future[MaskJob] | None, logits: torch.Tensor, rows: list[tuple[int, int]]
+    ) -> None:
+        """Wait for a step's masks and apply them to its logits in place; other rows are not
+        touched. logits: [S, V]; rows: (first logits row, number of rows) of each item given
+        to `start_masks`, in the same order."""
         if job is None:
             return
         done = job.result()
         self.mask_seconds += done.seconds
         self.masked_rows += len(done.rows)
-        rows = torch.tensor(done.rows, dtype=torch.int64)
-        apply_bitmask_(logits, done.bitmask, rows)
+        index = torch.tensor([rows[k][0] + j for k, j in done.rows], dtype=torch.int64)
+        apply_bitmask_(logits, done.bitmask, index)
 
     @property
     def cpu_us_per_token(self) -> float:

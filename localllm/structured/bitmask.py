@@ -58,16 +58,22 @@ class BatchMasker:
                 raise ValueError(f"{len(items)} constraints for {rows} bitmask rows")
             self._executor.unsafe_compute_mask_ptr(items, bitmask.data_ptr(), row_bytes, rows)
             return
-        with_drafts, row = [], 0
+        plain, with_drafts, row = [], [], 0
         for c, d in zip(constraints, drafts, strict=True):
-            with_drafts.append((c.matcher, row, list(d)))
+            if d:
+                with_drafts.append((c.matcher, row, list(d)))
+            else:  # llguidance's draft call takes non-empty drafts only
+                plain.append((c.matcher, row))
             row += len(d) + 1
         if row > rows:
             raise ValueError(f"{row} mask rows needed, bitmask has {rows}")
         bitmask[:row].zero_()  # rows past a refused draft token stay all-zero
-        self._executor.unsafe_compute_mask_ptr_with_draft_token(
-            with_drafts, bitmask.data_ptr(), row_bytes, rows
-        )
+        if plain:
+            self._executor.unsafe_compute_mask_ptr(plain, bitmask.data_ptr(), row_bytes, rows)
+        if with_drafts:
+            self._executor.unsafe_compute_mask_ptr_with_draft_token(
+                with_drafts, bitmask.data_ptr(), row_bytes, rows
+            )
 
 
 def unpack_bitmask(bitmask: torch.Tensor, width: int) -> torch.Tensor:
