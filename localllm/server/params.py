@@ -18,6 +18,7 @@ from localllm.sampling_defaults import API
 from localllm.server.errors import APIError
 from localllm.server.schemas import SamplingFields
 from localllm.server.settings import ServerSettings
+from localllm.structured.spec import ConstraintSpec
 
 UINT64_MOD = 2**64
 
@@ -120,7 +121,11 @@ def choice_seed(seed: int | None, i: int) -> int | None:
 
 
 def sampling_params(
-    req: SamplingFields, max_tokens: int, logprobs: int | None, seed: int | None
+    req: SamplingFields,
+    max_tokens: int,
+    logprobs: int | None,
+    seed: int | None,
+    constraint: ConstraintSpec | None = None,
 ) -> SamplingParams:
     stop = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
     top_k = req.top_k if req.top_k is not None and req.top_k > 0 else 0
@@ -137,6 +142,7 @@ def sampling_params(
         stop=stop,
         ignore_eos=req.ignore_eos,
         logprobs=logprobs,
+        constraint=constraint,
     )
     values["spec_tokens"], values["spec_min_tokens"] = req.spec_limits()
     return make_params(values, req.samplers)
@@ -148,12 +154,15 @@ def build_jobs(
     max_model_len: int,
     requested_max: int | None,
     logprobs: int | None,
+    constraint: ConstraintSpec | None = None,
 ) -> list[Job]:
-    """n jobs per prompt; choice index = prompt_index * n + i."""
+    """n jobs per prompt; choice index = prompt_index * n + i; each choice follows
+    `constraint` on its own."""
     jobs = []
     for p, ids in enumerate(prompts):
         max_tokens = max_tokens_for(len(ids), requested_max, max_model_len)
         for i in range(req.n):
-            params = sampling_params(req, max_tokens, logprobs, choice_seed(req.seed, i))
+            seed = choice_seed(req.seed, i)
+            params = sampling_params(req, max_tokens, logprobs, seed, constraint)
             jobs.append(Job(p * req.n + i, ids, params))
     return jobs

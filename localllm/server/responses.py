@@ -82,11 +82,15 @@ def completion_logprobs(lps: list[TokenLogprob], offset: int = 0) -> dict[str, A
 
 
 def chat_choice(
-    index: int, text: str, finish: str | None, logprobs: dict[str, Any] | None
+    index: int,
+    text: str,
+    finish: str | None,
+    logprobs: dict[str, Any] | None,
+    message: dict[str, Any] | None = None,  # the whole message (tool calls), else from text
 ) -> dict[str, Any]:
     return {
         "index": index,
-        "message": {"role": "assistant", "content": text, "refusal": None},
+        "message": message or {"role": "assistant", "content": text, "refusal": None},
         "logprobs": logprobs,
         "finish_reason": finish,
     }

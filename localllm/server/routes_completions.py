@@ -17,8 +17,9 @@ from localllm.server.generation import collect, merged_events, primed, stream_ch
 from localllm.server.offload import check_text_size, off_loop
 from localllm.server.params import build_jobs, check_model, check_n
 from localllm.server.prompts import completion_prompts, fim_prompt_ids
-from localllm.server.schemas import CompletionRequest
+from localllm.server.schemas_structured import StructuredCompletionRequest as CompletionRequest
 from localllm.server.sse import EventStreamResponse
+from localllm.server.structured import compiled, output_constraint
 
 router = APIRouter()
 MAX_CHOICES = 128  # prompts x n in one request
@@ -59,7 +60,8 @@ async def completions(
             f"at most {MAX_CHOICES} choices (prompts x n) per request", param="prompt"
         )
     echo = await off_loop(_echo_texts, req, engine, prompts)
-    jobs = build_jobs(req, prompts, engine.max_model_len, req.max_tokens, req.logprobs)
+    constraint = await compiled(engine, output_constraint(req))
+    jobs = build_jobs(req, prompts, engine.max_model_len, req.max_tokens, req.logprobs, constraint)
     rid = R.new_id("cmpl")
     events = merged_events(engine, jobs, True, ctx.metrics, "completions", rid)
     model, n_choices = ctx.settings.model_name, len(jobs)

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from localllm.server.schemas import _Body
+from localllm.server.schemas import ChatCompletionRequest, ChatMessage, CompletionRequest, _Body
 
 FUNCTION_NAME = r"^[a-zA-Z0-9_-]{1,64}$"  # OpenAI's rule for function and schema names
 MAX_TOOLS = 128
@@ -78,3 +78,18 @@ class ToolFields(_Body):
     tools: list[ToolDef] | None = Field(None, max_length=MAX_TOOLS)
     tool_choice: ToolChoice | None = None
     parallel_tool_calls: bool | None = None
+
+
+class ToolChatMessage(ChatMessage):
+    """A chat turn that may carry the calls an assistant made, or a tool's result."""
+
+    tool_calls: list[ToolCallIn] | None = None  # assistant turns
+    tool_call_id: str | None = None  # tool turns: the call this answers
+
+
+class StructuredChatRequest(ChatCompletionRequest, OutputFormatFields, ToolFields):
+    messages: list[ToolChatMessage] = Field(min_length=1)  # type: ignore[assignment]
+
+
+class StructuredCompletionRequest(CompletionRequest, OutputFormatFields):
+    pass

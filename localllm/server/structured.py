@@ -13,12 +13,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
+
+from localllm.chat_template import ChatTemplate
+from localllm.engine.async_engine import AsyncEngine
 from localllm.errors import RequestError
 from localllm.server.schemas_structured import NamedToolChoice, OutputFormatFields, ToolFields
 from localllm.structured.compiler import GrammarCompiler
 from localllm.structured.spec import ConstraintSpec
 from localllm.structured.tools.formats import ToolFormat, detect_format
 from localllm.structured.tools.grammar import tool_call_spec
+from localllm.structured.tools.prompt import render_with_tools
 from localllm.structured.tools.stream import ToolStreamParser
 
 
@@ -102,7 +107,8 @@ def tool_plan(req: ToolFields, template_source: str) -> ToolPlan | None:
                 param="tool_choice",
             )
         forced = choice.function.name
-    parallel = req.parallel_tool_calls is not False
+    # a named function is one call (as OpenAI answers it); "required" may make several
+    parallel = req.parallel_tool_calls is not False and not forced
     return ToolPlan(detect_format(template_source), tools, forced, parallel)
 
 
@@ -149,3 +155,35 @@ class ChoiceTools:
 def finish_reason(reason: str | None, called: bool) -> str | None:
     """OpenAI's `tool_calls` when an answer that ended by itself called tools."""
     return "tool_calls" if called and reason == "stop" else reason
+
+
+async def compiled(engine: AsyncEngine, spec: ConstraintSpec | None) -> ConstraintSpec | None:
+    """Compile a request's constraint off the event loop and off the engine thread (errors
+    are 400s before anything is queued; the engine then finds it in the cache)."""
+    if spec is not None:
+        await anyio.to_thread.run_sync(engine.engine.guided.compile, spec)
+    return spec
+
+
+async def chat_constraint(
+    engine: AsyncEngine, plan: ToolPlan | None, output: ConstraintSpec | None
+) -> ConstraintSpec | None:
+    if plan is None:
+        return await compiled(engine, output)
+
+    def build() -> ConstraintSpec | None:
+        return plan.constraint(engine.engine.guided.compiler, output)
+
+    return await compiled(engine, await anyio.to_thread.run_sync(build))
+
+
+def uses_tools(messages: list[dict[str, Any]]) -> bool:
+    return any(m.get("tool_calls") or m["role"] == "tool" for m in messages)
+
+
+def chat_prompt_text(
+    template: ChatTemplate, messages: list[dict[str, Any]], plan: ToolPlan | None
+) -> str:
+    """The prompt of a conversation that offers tools or holds calls and results."""
+    fmt = plan.fmt if plan is not None else detect_format(template.source)
+    return render_with_tools(template, fmt, messages, plan.tools if plan else None)

@@ -156,7 +156,10 @@ def parse_answer(fmt: ToolFormat, text: str, final: bool = True) -> ParsedAnswer
     calls, tail = _parse_calls(fmt, text, start, final)
     content = text[:start]
     if tail is not None:
-        content += text[tail:]
+        rest = text[tail:]
+        if final and fmt.open and fmt.open.strip().startswith(rest.strip()):
+            rest = ""  # the start of a call that was cut off (max_tokens): not content
+        content += rest
     if final:
         calls = [c for c in calls if c.name is not None]
         if calls:
