@@ -16,13 +16,13 @@ from localllm.structured.spec import ConstraintError, ConstraintSpec
 
 
 @pytest.fixture(scope="module")
-def engine(testdata) -> LLMEngine:  # type: ignore[no-untyped-def]
+def engine(testdata) -> LLMEngine:
     path = testdata / "models" / "stories260K.gguf"
     return LLMEngine(EngineConfig(model=str(path), device="cpu", max_num_seqs=64))
 
 
 @pytest.fixture(scope="module")
-def testdata():  # type: ignore[no-untyped-def]
+def testdata():
     from conftest import TESTDATA
 
     if not TESTDATA.exists():
@@ -30,7 +30,7 @@ def testdata():  # type: ignore[no-untyped-def]
     return TESTDATA
 
 
-def run(eng: LLMEngine, prompts: list[list[int]], params: list[SamplingParams]):  # type: ignore[no-untyped-def]
+def run(eng: LLMEngine, prompts: list[list[int]], params: list[SamplingParams]):
     ids = [eng.add_request(p, sp) for p, sp in zip(prompts, params)]
     out: dict[str, list[int]] = {i: [] for i in ids}
     reasons: dict[str, str] = {}

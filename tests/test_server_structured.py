@@ -24,7 +24,7 @@ MODEL = "stories260K"
 
 
 @pytest.fixture(scope="module")
-def server():  # type: ignore[no-untyped-def]
+def server():
     srv = model_server(data_path("models", "stories260K.gguf"), device="cpu", max_model_len=512)
     wait_ready(srv)
     yield srv
@@ -32,7 +32,7 @@ def server():  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(scope="module")
-def client(server):  # type: ignore[no-untyped-def]
+def client(server):
     return openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0, timeout=120)
 
 
@@ -43,13 +43,13 @@ def schema_format(schema: dict, strict: bool = False) -> dict:
     }
 
 
-def chat_json(client, schema: dict, **kw):  # type: ignore[no-untyped-def]
+def chat_json(client, schema: dict, **kw):
     return client.chat.completions.create(
         model=MODEL, messages=MESSAGES, max_tokens=200, response_format=schema_format(schema), **kw
     )
 
 
-def test_schema_suite_concurrently_with_free_requests(client) -> None:  # type: ignore[no-untyped-def]
+def test_schema_suite_concurrently_with_free_requests(client) -> None:
     def constrained(k: int) -> tuple[dict, str, str]:
         r = chat_json(client, SCHEMAS[k], temperature=0.0 if k % 2 else 0.9, seed=k)
         return SCHEMAS[k], r.choices[0].message.content, r.choices[0].finish_reason
@@ -68,7 +68,7 @@ def test_schema_suite_concurrently_with_free_requests(client) -> None:  # type: 
         jsonschema.validate(json.loads(content), schema)
 
 
-def test_schema_suite_streamed(client) -> None:  # type: ignore[no-untyped-def]
+def test_schema_suite_streamed(client) -> None:
     def streamed(k: int) -> tuple[dict, str, list[str | None]]:
         chunks = chat_json(client, SCHEMAS[k], temperature=0.8, seed=100 + k, stream=True)
         parts, reasons = [], []
@@ -85,7 +85,7 @@ def test_schema_suite_streamed(client) -> None:  # type: ignore[no-untyped-def]
         jsonschema.validate(json.loads(content), schema)
 
 
-def test_n_choices_each_follow_the_schema(client) -> None:  # type: ignore[no-untyped-def]
+def test_n_choices_each_follow_the_schema(client) -> None:
     schema = SCHEMAS[17]
     r = chat_json(client, schema, n=3, temperature=1.0, seed=7)
     assert len(r.choices) == 3
@@ -100,7 +100,7 @@ def test_n_choices_each_follow_the_schema(client) -> None:  # type: ignore[no-un
         jsonschema.validate(json.loads(text), schema)
 
 
-def test_json_object_and_completions_endpoint(client) -> None:  # type: ignore[no-untyped-def]
+def test_json_object_and_completions_endpoint(client) -> None:
     r = client.chat.completions.create(
         model=MODEL,
         messages=MESSAGES,
@@ -125,7 +125,7 @@ def test_json_object_and_completions_endpoint(client) -> None:  # type: ignore[n
     jsonschema.validate(json.loads(c.choices[0].text), schema)
 
 
-def test_llama_cpp_grammar_and_json_schema_fields(server) -> None:  # type: ignore[no-untyped-def]
+def test_llama_cpp_grammar_and_json_schema_fields(server) -> None:
     gbnf = 'root ::= "The " animal " is " ("big" | "small") "."\nanimal ::= "cat" | "dog"'
     body = {"prompt": "Once", "max_tokens": 30, "grammar": gbnf}
     r = httpx.post(server.url + "/v1/completions", json=body, timeout=60).json()
@@ -159,7 +159,7 @@ def test_llama_cpp_grammar_and_json_schema_fields(server) -> None:  # type: igno
         ({"response_format": {"type": "yaml"}}, ["response_format"]),
     ],
 )
-def test_bad_schemas_and_grammars_are_400s_naming_the_problem(server, extra, words) -> None:  # type: ignore[no-untyped-def]
+def test_bad_schemas_and_grammars_are_400s_naming_the_problem(server, extra, words) -> None:
     body = {"messages": MESSAGES, "max_tokens": 8, **extra}
     r = httpx.post(server.url + "/v1/chat/completions", json=body, timeout=60)
     assert r.status_code == 400, r.text

@@ -67,14 +67,14 @@ class Person(BaseModel):
 
 
 @pytest.fixture(scope="module")
-def client():  # type: ignore[no-untyped-def]
+def client():
     srv = model_server(smollm2_path(), device="cpu", max_model_len=2048)
     wait_ready(srv, timeout=180)
     yield openai.OpenAI(base_url=srv.url + "/v1", api_key="x", max_retries=0, timeout=300)
     srv.stop()
 
 
-def test_parse_with_a_pydantic_model(client) -> None:  # type: ignore[no-untyped-def]
+def test_parse_with_a_pydantic_model(client) -> None:
     r = client.chat.completions.parse(
         model=MODEL,
         messages=[{"role": "user", "content": "Describe a person who has a dog, as JSON."}],
@@ -86,7 +86,7 @@ def test_parse_with_a_pydantic_model(client) -> None:  # type: ignore[no-untyped
     assert isinstance(person, Person) and 0 <= person.age <= 120
 
 
-def test_schema_suite(client) -> None:  # type: ignore[no-untyped-def]
+def test_schema_suite(client) -> None:
     def one(k: int) -> tuple[dict, str]:
         r = client.chat.completions.create(
             model=MODEL,
@@ -106,7 +106,7 @@ def test_schema_suite(client) -> None:  # type: ignore[no-untyped-def]
             jsonschema.validate(json.loads(content), schema)
 
 
-def test_forced_call_and_the_follow_up_turn(client) -> None:  # type: ignore[no-untyped-def]
+def test_forced_call_and_the_follow_up_turn(client) -> None:
     r = client.chat.completions.create(
         model=MODEL,
         messages=ASK,
@@ -134,7 +134,7 @@ def test_forced_call_and_the_follow_up_turn(client) -> None:  # type: ignore[no-
     assert answer.message.content or answer.message.tool_calls
 
 
-def test_streamed_tool_call_deltas_reassemble(client) -> None:  # type: ignore[no-untyped-def]
+def test_streamed_tool_call_deltas_reassemble(client) -> None:
     kw = dict(
         model=MODEL,
         messages=ASK,
@@ -161,7 +161,7 @@ def test_streamed_tool_call_deltas_reassemble(client) -> None:  # type: ignore[n
     assert all(c["id"] for c in calls.values())
 
 
-def test_parallel_tool_calls_off_gives_one_call(client) -> None:  # type: ignore[no-untyped-def]
+def test_parallel_tool_calls_off_gives_one_call(client) -> None:
     r = client.chat.completions.create(
         model=MODEL,
         messages=[{"role": "user", "content": "Weather and time in Paris and Rome?"}],
@@ -175,7 +175,7 @@ def test_parallel_tool_calls_off_gives_one_call(client) -> None:  # type: ignore
     assert len(calls) == 1 and calls[0].function.name in ("get_weather", "get_time")
 
 
-def test_auto_and_none(client) -> None:  # type: ignore[no-untyped-def]
+def test_auto_and_none(client) -> None:
     for choice in ("auto", "none"):
         r = client.chat.completions.create(
             model=MODEL,
@@ -191,7 +191,7 @@ def test_auto_and_none(client) -> None:  # type: ignore[no-untyped-def]
             assert not msg.tool_calls
 
 
-def test_bad_tool_choice_is_a_400(client) -> None:  # type: ignore[no-untyped-def]
+def test_bad_tool_choice_is_a_400(client) -> None:
     with pytest.raises(openai.BadRequestError) as e:
         client.chat.completions.create(
             model=MODEL,

@@ -143,7 +143,7 @@ def test_json_object_and_gbnf_and_regex() -> None:
         ),
     ],
 )
-def test_bad_specs_name_the_problem(spec, words: list[str]) -> None:  # type: ignore[no-untyped-def]
+def test_bad_specs_name_the_problem(spec, words: list[str]) -> None:
     with pytest.raises(ConstraintError) as e:
         compiler("stories").compile(spec())
     message = str(e.value)
