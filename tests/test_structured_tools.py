@@ -212,3 +212,39 @@ def test_forced_call_errors_name_the_field() -> None:
     spec = tool_call_spec(FORMATS["hermes"], bad_params, None, True, comp.special_id)
     with pytest.raises(ConstraintError, match="tools"):
         compiler("smollm2").compile(spec)
+
+
+def test_a_marker_that_is_a_control_token_is_forced_as_that_token() -> None:
+    """Mistral's [TOOL_CALLS] is one control token: the grammar asks for it by id, and the
+    parser reads the call list the detokenizer leaves (it drops control tokens)."""
+    from localllm.structured.compiler import GrammarCompiler
+    from localllm.tokenizer import Tokenizer
+    from localllm.tokenizer.bpe import byte_alphabet
+
+    alphabet = list(byte_alphabet())
+    tokens = [*alphabet, "[TOOL_CALLS]", "</s>"]
+    meta = {
+        "tokenizer.ggml.model": "gpt2",
+        "tokenizer.ggml.pre": "gpt-2",
+        "tokenizer.ggml.tokens": tokens,
+        "tokenizer.ggml.token_type": [1] * 256 + [3, 3],
+        "tokenizer.ggml.merges": [],
+        "tokenizer.ggml.eos_token_id": 257,
+        "tokenizer.ggml.bos_token_id": 257,
+    }
+    tok = Tokenizer.from_gguf(meta)
+    comp = GrammarCompiler(tok)
+    assert comp.special_id("[TOOL_CALLS]") == 256 and comp.special_id("a") is None
+    fmt = FORMATS["mistral"]
+    spec = tool_call_spec(fmt, TOOLS, "get_weather", False, comp.special_id)
+    assert "<[256]>" in spec.source
+    c = Constraint(comp, comp.compile(spec))
+    body = '[{"name": "get_weather", "arguments": {"city": "Paris", "unit": "C"}}]'
+    ids = [256, *tok.encode(body, add_special=False, continuation=True)]
+    assert c.valid_prefix(ids) == len(ids)
+    spelled = tok.encode("[TOOL_CALLS]" + body, add_special=False, parse_special=False)
+    assert c.valid_prefix(spelled) == 0
+    text = tok.decode(ids, continuation=True)
+    assert text == body  # the control token is not in the text
+    parsed = parse_answer(fmt, text)
+    assert [(p.name, json.loads(p.arguments)) for p in parsed.calls] == [("get_weather", ARGS)]
