@@ -97,10 +97,8 @@ def test_strict_model_name_keeps_404():
 
 
 UNSUPPORTED = [  # (extra fields, param named in the 400)
-    ({"response_format": {"type": "json_object"}}, "response_format"),
     ({"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}}, "response_format"),
-    ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
-    ({"tool_choice": "required"}, "tool_choice"),
+    ({"tool_choice": "required"}, "tool_choice"),  # without tools
     ({"functions": [{"name": "f"}]}, "functions"),
     ({"logit_bias": {"50": 10}}, "logit_bias"),
     ({"typical_p": 0.5}, "typical_p"),
@@ -127,9 +125,16 @@ def test_unimplemented_fields_through_the_openai_client(server):
         client.chat.completions.create(
             model="local",
             messages=[{"role": "user", "content": "hi"}],
-            response_format={"type": "json_object"},
+            logit_bias={"50": 10},
         )
-    assert "response_format" in str(e.value)
+    assert "logit_bias" in str(e.value)
+
+
+def test_tools_are_a_chat_feature(http_client):
+    tools = [{"type": "function", "function": {"name": "f"}}]
+    r = http_client.post("/v1/completions", json={"prompt": "x", "max_tokens": 2, "tools": tools})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "tools"
+    assert "/v1/chat/completions" in r.json()["error"]["message"]
 
 
 SURROGATE_BODIES = [  # (path, raw JSON with a lone surrogate, param)

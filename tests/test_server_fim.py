@@ -288,7 +288,8 @@ def test_unsupported_llamacpp_fields_are_refused(server):
     for extra, param in (
         ({"lora": [{"id": 0, "scale": 0.5}]}, "lora"),
         ({"samplers": ["top_k", "mystery"]}, "samplers"),
-        ({"grammar": "root ::= x"}, "grammar"),
+        ({"typical_p": 0.5}, "typical_p"),
+        ({"grammar": "root ::= x"}, "grammar"),  # a GBNF rule that is not defined
     ):
         r = httpx.post(server.url + "/infill", json={"input_prefix": "x", "n_predict": 1, **extra})
         assert r.status_code == 400 and r.json()["error"]["param"] == param, r.text

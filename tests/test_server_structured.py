@@ -167,5 +167,32 @@ def test_bad_schemas_and_grammars_are_400s_naming_the_problem(server, extra, wor
     text = f"{err['message']} {err.get('param')}"
     for word in words:
         assert word in text, err
-    r = httpx.post(server.url + "/health", timeout=10)  # the server keeps serving
-    assert r.status_code in (200, 405)
+    assert httpx.get(server.url + "/health", timeout=10).status_code == 200  # still serving
+
+
+def test_llama_cpp_and_ollama_routes(server) -> None:
+    schema = SCHEMAS[8]
+    body = {"prompt": "Once", "n_predict": 120, "json_schema": schema, "temperature": 0.7}
+    r = httpx.post(server.url + "/completion", json=body, timeout=60).json()
+    jsonschema.validate(json.loads(r["content"]), schema)
+    body = {"prompt": "Once", "n_predict": 20, "grammar": 'root ::= "yes" | "no"'}
+    assert httpx.post(server.url + "/completion", json=body, timeout=60).json()["content"] in (
+        "yes",
+        "no",
+    )
+    body = {"model": MODEL, "prompt": "A cat", "stream": False, "format": schema}
+    r = httpx.post(server.url + "/api/generate", json=body, timeout=60).json()
+    jsonschema.validate(json.loads(r["response"]), schema)
+    body = {
+        "model": MODEL,
+        "messages": MESSAGES,
+        "stream": False,
+        "format": "json",
+        "options": {"num_predict": 300, "temperature": 0},
+    }
+    r = httpx.post(server.url + "/api/chat", json=body, timeout=60).json()
+    if r["done_reason"] == "stop":
+        assert isinstance(json.loads(r["message"]["content"]), dict)
+    bad = {"model": MODEL, "prompt": "x", "stream": False, "format": "yaml"}
+    r = httpx.post(server.url + "/api/generate", json=bad, timeout=60)
+    assert r.status_code == 400 and "format" in r.text

@@ -58,17 +58,33 @@ def _repeat_last_n(v: Any, body: Mapping[str, Any]) -> bool:
 
 # field -> when its value asks for nothing; "why" strings go into the 400's message
 UNSUPPORTED: dict[str, tuple[Neutral, str]] = {
-    # structured output and tool calls (a separate issue implements them)
-    "response_format": (_response_format, "only {'type': 'text'} is supported"),
-    "format": (_empty, "structured output (format) is not supported yet"),
-    "grammar": (_empty, "grammars are not supported yet"),
-    "json_schema": (_empty, "JSON-schema constrained output is not supported yet"),
-    "tools": (_empty, "tool calling is not supported yet"),
-    "tool_choice": (_is("none", "auto"), "tool calling is not supported yet"),
-    "functions": (_empty, "function calling is not supported yet"),
-    "function_call": (_is("none", "auto"), "function calling is not supported yet"),
-    "parallel_tool_calls": (_with("tools", _empty), "tool calling is not supported yet"),
-    "tool_calls": (_empty, "tool calls in messages are not supported yet"),
+    # structured output and tool calls: implemented where a body declares them; elsewhere
+    # these rows say which routes have them
+    "response_format": (
+        _response_format,
+        "structured output is on /v1/chat/completions and /v1/completions",
+    ),
+    "format": (
+        _empty,
+        "Ollama's format is on /api/chat and /api/generate (OpenAI routes: response_format)",
+    ),
+    "grammar": (
+        _empty,
+        "grammars work on /v1/chat/completions, /v1/completions, /completion and /infill",
+    ),
+    "json_schema": (
+        _empty,
+        "json_schema works on /v1/chat/completions, /v1/completions, /completion and /infill",
+    ),
+    "tools": (_empty, "tool calls are on /v1/chat/completions"),
+    "tool_choice": (_is("none", "auto"), "tool calls are on /v1/chat/completions"),
+    "functions": (_empty, "the deprecated functions API is not supported: use tools"),
+    "function_call": (
+        _is("none", "auto"),
+        "the deprecated functions API is not supported: use tool_choice",
+    ),
+    "parallel_tool_calls": (_with("tools", _empty), "tool calls are on /v1/chat/completions"),
+    "tool_calls": (_empty, "tool calls in messages are on /v1/chat/completions"),
     "images": (_empty, "images are not supported (text-only models)"),
     "logit_bias": (_empty, "logit_bias is not supported"),
     "lora": (_empty, "LoRA adapters are not supported"),

@@ -23,11 +23,18 @@ from localllm.server.params import Job, make_params, max_tokens_for
 from localllm.server.responses import new_id
 from localllm.server.schemas_llamacpp import LlamaCppFields
 from localllm.server.sse import EventStreamResponse, sse_data
+from localllm.server.structured import compiled, format_constraint
+from localllm.structured.spec import ConstraintSpec
 
 RANDOM_SEEDS = (-1, 2**32 - 1)  # llama.cpp's "pick a random seed" values
 
 
-def llamacpp_params(req: LlamaCppFields, max_tokens: int, logprobs: int | None) -> SamplingParams:
+def llamacpp_params(
+    req: LlamaCppFields,
+    max_tokens: int,
+    logprobs: int | None,
+    constraint: ConstraintSpec | None = None,
+) -> SamplingParams:
     values = dict(
         max_tokens=max_tokens,
         temperature=req.temperature,
@@ -41,6 +48,7 @@ def llamacpp_params(req: LlamaCppFields, max_tokens: int, logprobs: int | None) 
         stop=list(req.stop),
         ignore_eos=req.ignore_eos,
         logprobs=logprobs,
+        constraint=constraint,
     )
     values["spec_tokens"], values["spec_min_tokens"] = req.spec_limits()
     return make_params(values, req.samplers)
@@ -62,7 +70,8 @@ async def llamacpp_answer(
         return await _cache_only(ctx, engine, req, ids, model, truncated)
     wanted = req.max_tokens or (req.n_predict if req.n_predict > 0 else None)
     max_tokens = max_tokens_for(len(ids), wanted, engine.max_model_len)
-    params = llamacpp_params(req, max_tokens, n_probs or None)
+    constraint = await compiled(engine, format_constraint(None, req.grammar, req.json_schema))
+    params = llamacpp_params(req, max_tokens, n_probs or None, constraint)
     events = merged_events(
         engine, [Job(0, ids, params)], True, ctx.metrics, endpoint, new_id(endpoint)
     )

@@ -38,6 +38,7 @@ from localllm.server.schemas_ollama import (
     OllamaOptions,
     OllamaShowRequest,
 )
+from localllm.server.structured import compiled, ollama_constraint
 
 router = APIRouter()
 DEFAULTS = {"temperature": 0.8, "top_p": 0.9, "top_k": 40, "min_p": 0.0}
@@ -103,6 +104,7 @@ async def chat(req: OllamaChatRequest, request: Request, ctx: Ctx, engine: Engin
     )
     ids = await off_loop(chat_prompt_ids, engine.tokenizer, engine.chat_template, msgs)
     params = ollama_params(req.options, len(ids), engine.max_model_len)
+    params.constraint = await compiled(engine, ollama_constraint(req.format))
     events = _events(ctx, engine, ids, params, "ollama_chat", False)
 
     def render(text: str) -> dict[str, Any]:
@@ -139,6 +141,7 @@ async def generate(
         return _loaded(head, {"response": ""})
     ids = await off_loop(generate_ids, engine, req)
     params = ollama_params(req.options, len(ids), engine.max_model_len)
+    params.constraint = await compiled(engine, ollama_constraint(req.format))
     events = _events(ctx, engine, ids, params, "ollama_generate", True)
 
     def render(text: str) -> dict[str, Any]:

@@ -6,6 +6,8 @@ Defaults are llama-server's. Fields it has that we do not implement go through
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
 from localllm.server.schemas import (
@@ -40,6 +42,8 @@ class LlamaCppFields(SpecRequest):
     t_max_prompt_ms: int = Field(-1, ge=-1)  # <= 0: no limit
     t_max_predict_ms: int = Field(-1, ge=-1)  # <= 0: no limit
     response_fields: list[str] | None = Field(None, max_length=64)
+    grammar: str | None = None  # GBNF the answer must match
+    json_schema: dict[str, Any] | None = None  # a JSON schema the answer must follow
 
 
 class ExtraChunk(_Body):

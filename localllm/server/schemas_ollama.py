@@ -6,7 +6,7 @@ typical_p, load-time options ...) pass only at their neutral values (`fields.UNS
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -43,6 +43,7 @@ class _OllamaGeneration(_Request):
     model: str = Field(min_length=1)
     stream: bool = True
     options: OllamaOptions | None = None
+    format: str | dict[str, Any] | None = None  # "json" or a JSON schema: the answer follows it
 
 
 class OllamaChatRequest(_OllamaGeneration):

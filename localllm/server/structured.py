@@ -18,7 +18,12 @@ import anyio
 from localllm.chat_template import ChatTemplate
 from localllm.engine.async_engine import AsyncEngine
 from localllm.errors import RequestError
-from localllm.server.schemas_structured import NamedToolChoice, OutputFormatFields, ToolFields
+from localllm.server.schemas_structured import (
+    NamedToolChoice,
+    OutputFormatFields,
+    ResponseFormat,
+    ToolFields,
+)
 from localllm.structured.compiler import GrammarCompiler
 from localllm.structured.spec import ConstraintSpec
 from localllm.structured.tools.formats import ToolFormat, detect_format
@@ -29,22 +34,29 @@ from localllm.structured.tools.stream import ToolStreamParser
 
 def output_constraint(req: OutputFormatFields) -> ConstraintSpec | None:
     """The constraint asked for by response_format / grammar / json_schema, if any."""
-    rf = req.response_format
+    return format_constraint(req.response_format, req.grammar, req.json_schema)
+
+
+def format_constraint(
+    rf: ResponseFormat | None, grammar: str | None, json_schema: dict[str, Any] | None
+) -> ConstraintSpec | None:
+    """The constraint of OpenAI's response_format and llama.cpp's grammar / json_schema
+    (at most one of them); None for none, or response_format text."""
     given = [
         name
         for name, on in (
             ("response_format", rf is not None and rf.type != "text"),
-            ("grammar", req.grammar is not None),
-            ("json_schema", req.json_schema is not None),
+            ("grammar", grammar is not None),
+            ("json_schema", json_schema is not None),
         )
         if on
     ]
     if len(given) > 1:
         raise RequestError(f"{given[0]} and {given[1]} cannot be combined", param=given[1])
-    if req.grammar is not None:
-        return ConstraintSpec.grammar(req.grammar, "gbnf", param="grammar")
-    if req.json_schema is not None:
-        return ConstraintSpec.json_schema(req.json_schema, param="json_schema")
+    if grammar is not None:
+        return ConstraintSpec.grammar(grammar, "gbnf", param="grammar")
+    if json_schema is not None:
+        return ConstraintSpec.json_schema(json_schema, param="json_schema")
     if rf is None or rf.type == "text":
         return None
     if rf.type == "json_object":
@@ -175,6 +187,17 @@ async def chat_constraint(
         return plan.constraint(engine.engine.guided.compiler, output)
 
     return await compiled(engine, await anyio.to_thread.run_sync(build))
+
+
+def ollama_constraint(fmt: str | dict[str, Any] | None) -> ConstraintSpec | None:
+    """Ollama's `format`: "json" (any JSON object) or a JSON schema."""
+    if fmt is None or fmt == "":
+        return None
+    if fmt == "json":
+        return ConstraintSpec.json_object(param="format")
+    if isinstance(fmt, str):
+        raise RequestError(f'format must be "json" or a JSON schema, not {fmt!r}', param="format")
+    return ConstraintSpec.json_schema(fmt, param="format")
 
 
 def uses_tools(messages: list[dict[str, Any]]) -> bool:
