@@ -101,9 +101,14 @@ def test_ollama_options_refused_or_checked(client):
         with pytest.raises(ollama.ResponseError) as e:
             client.generate(model="m", prompt="x", options=options)
         assert e.value.status_code == 400 and name in e.value.error
-    with pytest.raises(ollama.ResponseError) as e:
-        client.chat(model="m", messages=[{"role": "user", "content": "x"}], format="json")
-    assert "format" in e.value.error
+    schema = {
+        "type": "object",
+        "properties": {"ok": {"type": "boolean"}},
+        "required": ["ok"],
+        "additionalProperties": False,
+    }
+    answer = client.chat(model="m", messages=[{"role": "user", "content": "x"}], format=schema)
+    assert json.loads(answer.message.content)["ok"] in (True, False)  # format: a JSON schema
     out = client.generate(
         model="m", prompt="x", raw=True, options={"num_ctx": 64, "num_predict": -1}
     )
