@@ -136,3 +136,33 @@ def test_masks_for_verify_rows_follow_the_row_layout(engine: LLMEngine) -> None:
     assert allowed[-1] == allowed[0]  # seq 3 is where seq 1 started
     assert guided.masked_rows == len(draft) + 2
     guided.close()
+
+
+def test_speculative_drafts_under_a_grammar(testdata) -> None:
+    """n-gram drafts of a constrained sequence are cut by its grammar and verified under its
+    masks: greedy output is the same with speculation on and off, and it validates."""
+    eng = LLMEngine(
+        EngineConfig(
+            model=str(testdata / "models" / "stories260K.gguf"),
+            device="cpu",
+            spec_tokens=4,
+            spec_max_batch=128,
+        )
+    )
+    schema = {
+        "type": "object",
+        "properties": {"pets": {"type": "array", "items": {"enum": ["cat", "dog"]}, "maxItems": 9}},
+        "required": ["pets"],
+        "additionalProperties": False,
+    }
+    spec = ConstraintSpec.json_schema(schema)
+    prompt = eng.encode_prompt('{"pets": ["cat", "dog", "cat", "cat", "dog", "cat"]} ' * 3)
+    outs = {}
+    for k in (0, 4):
+        p = SamplingParams(max_tokens=80, temperature=0.0, constraint=spec, spec_tokens=k)
+        outs[k] = run(eng, [prompt, prompt], [p, p])
+    assert outs[0] == outs[4]
+    assert eng.stats.spec_accepted > 0  # drafts were verified under the grammar and kept
+    for ids, reason in outs[4]:
+        assert reason == "stop"
+        jsonschema.validate(json.loads(eng.tokenizer.decode(ids, continuation=True)), schema)
