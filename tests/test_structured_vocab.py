@@ -72,3 +72,24 @@ def test_greedy_encode_spells_the_bytes() -> None:
         ids = table.greedy_encode(text.encode())
         assert table.text_bytes(ids) == text.encode()
         assert not any(table.is_special(i) for i in ids)
+
+
+@pytest.mark.parametrize("name", ["stories", "smollm2"])
+def test_tokenizer_json_tokenizers_map_exactly_too(name: str, tmp_path) -> None:
+    """A Hugging Face folder's tokenizer.json (SentencePiece or byte-level) gives the same
+    token bytes as the GGUF vocabulary it was written from."""
+    from hf_build import write_tokenizer_files
+    from structured_models import SOURCES
+
+    from localllm.formats.gguf import GGUFFile
+    from localllm.sources.hf import folder_tokenizer
+
+    g = GGUFFile(str(SOURCES[name]()))
+    write_tokenizer_files(g, tmp_path)
+    ids = {k: g.get(f"tokenizer.ggml.{k}") for k in ("bos_token_id", "eos_token_id")}
+    hf = folder_tokenizer(tmp_path, ids, tokenizer(name).vocab_size)
+    a, b = TokenTable.from_tokenizer(tokenizer(name)), TokenTable.from_tokenizer(hf)
+    assert a.token_bytes == b.token_bytes and a.stop_ids == b.stop_ids
+    for text in TEXTS:
+        ids_hf = hf.encode(text, add_special=False, parse_special=False, continuation=True)
+        assert b.text_bytes(ids_hf) == text.encode()
