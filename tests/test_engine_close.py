@@ -7,12 +7,12 @@ import gc
 
 import pytest
 import torch
+from conftest import testdata_path
 
 from localllm.config import EngineConfig
 from localllm.core import SamplingParams
 from localllm.engine.engine import LLMEngine
 from localllm.errors import RequestError
-from tests.conftest import testdata_path
 
 
 def _cfg(path: str, **kw: object) -> EngineConfig:
