@@ -11,72 +11,27 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from gguf import GGUF_DEFAULT_ALIGNMENT, GGMLQuantizationType, GGUFWriter, LlamaFileType, TokenType
+from gguf import GGUF_DEFAULT_ALIGNMENT, GGMLQuantizationType, GGUFWriter
 
-from localllm.formats.gguf import GGUFFile
 from localllm.formats.quants import LAYOUTS
 
-Q = GGMLQuantizationType
-# (kind, layer or None, n_layers) -> type of that 2-D weight; kind is "token_embd", "output",
-# "attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up" or "ffn_down"
-TypeRule = Callable[[str, "int | None", int], GGMLQuantizationType]
-
-
-@dataclass(frozen=True)
-class UniformRule:
-    """Every 2-D weight `qtype`, except `output.weight` (`output`, default the same)."""
-
-    qtype: GGMLQuantizationType
-    output: GGMLQuantizationType | None = None
-
-    def __call__(self, kind: str, layer: int | None, n_layers: int) -> GGMLQuantizationType:
-        return self.output if kind == "output" and self.output is not None else self.qtype
-
-
-def use_more_bits(layer: int, n_layers: int) -> bool:
-    """llama.cpp's Q4_K_M rule for which layers keep attn_v / ffn_down at 6 bits."""
-    eighth = n_layers // 8
-    return layer < eighth or layer >= 7 * n_layers // 8 or (layer - eighth) % 3 == 2
-
-
-def q4_k_m_rule(kind: str, layer: int | None, n_layers: int) -> GGMLQuantizationType:
-    if kind == "output":
-        return Q.Q6_K
-    if kind in ("attn_v", "ffn_down") and layer is not None and use_more_bits(layer, n_layers):
-        return Q.Q6_K
-    return Q.Q4_K
-
-
-@dataclass(frozen=True)
-class _ArchTraits:
-    qkv_bias: bool = False  # blk.N.attn_{q,k,v}.bias
-    qk_norm: bool = False  # blk.N.attn_{q,k}_norm.weight over head_dim
-
-
-ARCHS: dict[str, _ArchTraits] = {
-    "llama": _ArchTraits(),
-    "qwen2": _ArchTraits(qkv_bias=True),
-    "qwen3": _ArchTraits(qk_norm=True),
-}
-
-# general.file_type names that are not simply MOSTLY_<type> (K-quants: the _M mixes)
-_FILE_TYPE_NAMES = {
-    "F32": "ALL_F32",
-    "Q3_K": "MOSTLY_Q3_K_M",
-    "Q4_K": "MOSTLY_Q4_K_M",
-    "Q5_K": "MOSTLY_Q5_K_M",
-}
-
-
-def file_type_for(qtype: GGMLQuantizationType) -> int:
-    """llama.cpp's general.file_type for a model whose bulk weights are `qtype`."""
-    return int(LlamaFileType[_FILE_TYPE_NAMES.get(qtype.name, f"MOSTLY_{qtype.name}")])
+# re-exported: tests and the bench import the rules and vocabularies from here
+from localllm.formats.synthetic_rules import Q as Q
+from localllm.formats.synthetic_rules import TypeRule as TypeRule
+from localllm.formats.synthetic_rules import UniformRule as UniformRule
+from localllm.formats.synthetic_rules import file_type_for as file_type_for
+from localllm.formats.synthetic_rules import q4_k_m_rule as q4_k_m_rule
+from localllm.formats.synthetic_rules import use_more_bits as use_more_bits
+from localllm.formats.synthetic_vocab import Vocab as Vocab
+from localllm.formats.synthetic_vocab import byte_vocab as byte_vocab
+from localllm.formats.synthetic_vocab import load_vocab as load_vocab
+from localllm.model.registry import ARCHS
 
 
 @dataclass(frozen=True)
@@ -183,64 +138,6 @@ def plan_tensors(s: SyntheticSpec) -> list[PlannedTensor]:
     if not s.tie_embeddings:
         plan.append(_planned(s, "output.weight", (s.vocab, s.dim), None))
     return plan
-
-
-# ---- vocabulary ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Vocab:
-    tokens: list[str]
-    scores: list[float]
-    types: list[int]
-    special: dict[str, Any]  # tokenizer.ggml.* scalars: bos/eos/unk ids, add_bos_token, pre ...
-    model: str = "llama"  # tokenizer.ggml.model: "llama" (SentencePiece) or "gpt2" (BPE)
-    merges: list[str] = field(default_factory=list)  # BPE merges ("a b"), empty for SentencePiece
-
-    def padded(self, n: int) -> Vocab:
-        """Pad with unused tokens the way llama.cpp's converter does ([PADi], -10000, UNUSED)."""
-        if n < len(self.tokens):
-            raise ValueError(f"vocab size {n} is smaller than the tokenizer's {len(self.tokens)}")
-        extra = range(len(self.tokens), n)
-        return Vocab(
-            self.tokens + [f"[PAD{i}]" for i in extra],
-            self.scores + [-10000.0] * len(extra),
-            self.types + [int(TokenType.UNUSED)] * len(extra),
-            self.special,
-            self.model,
-            self.merges,
-        )
-
-
-def byte_vocab() -> Vocab:
-    """A minimal SentencePiece vocab: <unk>, <s>, </s> and the 256 byte-fallback pieces."""
-    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
-    types = [int(TokenType.UNKNOWN), int(TokenType.CONTROL), int(TokenType.CONTROL)]
-    special = {
-        "bos_token_id": 1,
-        "eos_token_id": 2,
-        "unknown_token_id": 0,
-        "add_bos_token": True,
-        "add_eos_token": False,
-    }
-    return Vocab(tokens, [0.0] * len(tokens), types + [int(TokenType.BYTE)] * 256, special)
-
-
-def load_vocab(path: str | os.PathLike[str]) -> Vocab:
-    """The tokenizer of a (vocab-only) GGUF file."""
-    g = GGUFFile(path, check_types=False)
-    tokens = list(g.require("tokenizer.ggml.tokens"))
-    scores = list(g.get("tokenizer.ggml.scores", [0.0] * len(tokens)))
-    types = list(g.get("tokenizer.ggml.token_type", [int(TokenType.NORMAL)] * len(tokens)))
-    prefix = "tokenizer.ggml."
-    skip = {"tokens", "scores", "token_type", "model", "merges"}
-    special = {
-        k[len(prefix) :]: v
-        for k, v in g.metadata.items()
-        if k.startswith(prefix) and k[len(prefix) :] not in skip and not isinstance(v, list)
-    }
-    model = str(g.get("tokenizer.ggml.model", "llama"))
-    return Vocab(tokens, scores, types, special, model, list(g.get("tokenizer.ggml.merges", [])))
 
 
 # ---- writing -------------------------------------------------------------------------------
