@@ -8,7 +8,6 @@ paged_triton_kernels.py; the contract is the reference's in paged.py.
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 
@@ -18,6 +17,7 @@ import triton
 from localllm.kernels.attention.kv_dtypes import is_quantized
 from localllm.kernels.attention.paged import check_attention_args
 from localllm.kernels.attention.paged_triton_kernels import _attn_kernel, _merge_kernel
+from localllm.kernels.device import DeviceProps, device_props
 from localllm.kernels.fused.quant_act import QUANT_CODES, QAct
 from localllm.kernels.fused.quant_act_triton import act_buffers
 from localllm.kernels.plan import ATTN_DECODE_MAX_Q as DECODE_MAX_Q
@@ -37,16 +37,14 @@ class Plan:
     num_warps: int
 
 
-@functools.lru_cache(maxsize=8)
-def _sm_count(index: int) -> int:
-    return torch.cuda.get_device_properties(index).multi_processor_count
+def target_programs(props: DeviceProps) -> int:
+    """How many programs keep a GPU busy: two waves over its SMs."""
+    return 2 * props.sm_count
 
 
 def _target_programs(device: torch.device) -> int:
-    """How many programs keep the GPU busy (two waves); 1 in the interpreter (no split)."""
-    if device.type != "cuda":
-        return 1
-    return 2 * _sm_count(device.index if device.index is not None else torch.cuda.current_device())
+    """`target_programs` of the device; 1 in the interpreter (no split)."""
+    return target_programs(device_props(device)) if device.type == "cuda" else 1
 
 
 def plan_launch(

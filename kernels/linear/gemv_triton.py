@@ -11,13 +11,13 @@ only (CUDA-graph capturable); the tables are each format's `Tuning` (`kernels/qu
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, replace
 
 import torch
 import triton
 import triton.language as tl
 
+from localllm.kernels.device import DeviceProps, device_props
 from localllm.kernels.linear.gemv_core_triton import (
     MODE_DOT,
     MODE_STORE,
@@ -26,7 +26,6 @@ from localllm.kernels.linear.gemv_core_triton import (
     _write_out,
 )
 from localllm.kernels.linear.half2_triton import _vec_h2
-from localllm.kernels.linear.qmm_triton import BIG_SMEM
 from localllm.kernels.plan import DOT_MAX_T
 from localllm.kernels.quant import kernel_facts
 from localllm.kernels.quant.tiles_triton import _load_tile
@@ -98,20 +97,13 @@ class QLinearConfig:
     half2: bool = False  # MODE_VEC with fp16 x: packed-fp16 decode where the format has one
 
 
-@functools.lru_cache(maxsize=16)
 def _num_sms(device: torch.device) -> int:
-    if device.type != "cuda":
-        return 4
-    return torch.cuda.get_device_properties(device).multi_processor_count
+    return device_props(device).sm_count
 
 
-@functools.lru_cache(maxsize=16)
 def _smem(device: torch.device) -> int:
     """Shared memory one program may use (opt-in), bytes."""
-    if device.type != "cuda":
-        return BIG_SMEM
-    props = torch.cuda.get_device_properties(device)
-    return getattr(props, "shared_memory_per_block_optin", BIG_SMEM)
+    return device_props(device).smem_per_block
 
 
 def _fit_tile(tile: int, k: int) -> int:
@@ -119,12 +111,12 @@ def _fit_tile(tile: int, k: int) -> int:
     return min(tile, triton.next_power_of_2(k))
 
 
-def _with_split(cfg: QLinearConfig, n: int, k: int, device: torch.device) -> QLinearConfig:
+def _with_split(cfg: QLinearConfig, n: int, k: int, sms: int) -> QLinearConfig:
     """Split K over programs when the rows alone give fewer than ~2 programs per SM (the GEMV:
     fewer than one, since a split costs two more kernels, zeroing and converting its fp32
     output, which inside a CUDA graph outweighs the idle SMs of a 1024-row K/V projection)."""
-    ctas, target = triton.cdiv(n, cfg.bn), 4 * _num_sms(device)
-    if ctas >= (_num_sms(device) if cfg.mode == MODE_VEC else target // 2):
+    ctas, target = triton.cdiv(n, cfg.bn), 4 * sms
+    if ctas >= (sms if cfg.mode == MODE_VEC else target // 2):
         return cfg
     return replace(cfg, split=min(triton.cdiv(k, cfg.tile), triton.cdiv(target, ctas)))
 
@@ -134,8 +126,12 @@ def group_size(fmt: str) -> int:
     return kernel_facts(fmt).group
 
 
-def pick_config(fmt: str, n: int, k: int, t: int, device: torch.device) -> QLinearConfig:
-    """Heuristic table keyed by (fmt, N, K, T bucket); no autotuning at engine start."""
+def pick_config(
+    fmt: str, n: int, k: int, t: int, device: torch.device | DeviceProps
+) -> QLinearConfig:
+    """Heuristic table keyed by (fmt, N, K, T bucket) and the GPU's SM count (`device`: a
+    device, or the properties of one); no autotuning at engine start."""
+    props = device if isinstance(device, DeviceProps) else device_props(device)
     f = kernel_facts(fmt)
     if t > DOT_MAX_T:  # dequantize to fp16 + cuBLAS: ~450 TFLOP/s vs ~35 for a fused GEMM
         return store_config(fmt, k)
@@ -148,7 +144,7 @@ def pick_config(fmt: str, n: int, k: int, t: int, device: torch.device) -> QLine
         bn, warps = f.tuning.dot
         bm = max(16, triton.next_power_of_2(t))  # one M block: the weights are read once
         cfg = QLinearConfig(MODE_DOT, bm, bn, _fit_tile(8 * group_size(fmt), k), warps=warps)
-    return _with_split(cfg, n, k, device)
+    return _with_split(cfg, n, k, props.sm_count)
 
 
 def store_config(fmt: str, k: int) -> QLinearConfig:
