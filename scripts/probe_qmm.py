@@ -21,6 +21,7 @@ from triton.testing import do_bench_cudagraph
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_qlinear import PEAK_BW, random_weight  # noqa: E402
 
+from localllm.kernels.device import device_props  # noqa: E402
 from localllm.kernels.linear import qmm_triton as mm  # noqa: E402
 from localllm.kernels.linear.qlinear_triton import qlinear_triton  # noqa: E402
 from localllm.kernels.quant import kernel_facts  # noqa: E402
@@ -64,7 +65,8 @@ def main() -> None:
         old = importlib.util.module_from_spec(spec)
         sys.modules["qmm_old"] = old
         spec.loader.exec_module(old)
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    props = device_props(torch.device("cuda"))
+    sms, smem = props.sm_count, props.smem_per_block
     for fmt in a.fmts.split(","):
         for n, k in SHAPES[fmt]:
             if a.shapes and f"{n}x{k}" not in a.shapes.split(","):
@@ -72,7 +74,7 @@ def main() -> None:
             w, copies = cold_copies(fmt, n, k)
             for t in map(int, a.ts.split(",")):
                 x = torch.randn(t, k, device="cuda").half()
-                cfg = mm.mm_config(fmt, n, k, t, sms)
+                cfg = mm.mm_config(fmt, n, k, t, sms, smem)
                 ref = mm.qmm_launch(x, copies[0], fmt, n, None, cfg).float()
                 line = f"{fmt} {n}x{k} T={t}:"
                 if old is not None:

@@ -22,6 +22,7 @@ from triton.testing import do_bench_cudagraph
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_qlinear import PEAK_BW, random_weight  # noqa: E402
 
+from localllm.kernels.device import device_props  # noqa: E402
 from localllm.kernels.linear.qlinear_triton import dequantize_triton, qlinear_triton  # noqa: E402
 from localllm.kernels.linear.qmm_triton import MMConfig, mm_config, qmm_launch  # noqa: E402
 from localllm.kernels.quant import kernel_facts  # noqa: E402
@@ -64,7 +65,8 @@ def main() -> None:
     a = ap.parse_args()
     out_dir = os.environ.get("OUT", ".")
     log = open(os.path.join(out_dir, "sweep_qmm.jsonl"), "w")
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    props = device_props(torch.device("cuda"))
+    sms, smem = props.sm_count, props.smem_per_block
     start = time.time()
     for fmt in a.fmts.split(","):
         for n, k in SHAPES:
@@ -79,7 +81,7 @@ def main() -> None:
                 cur = bench(partial(qlinear_triton, x, w)) * 1e3
                 cub = bench(partial(_cublas, x, w)) * 1e3
                 rows = []
-                cfgs = [mm_config(fmt, n, k, t, sms)] + candidates(t)
+                cfgs = [mm_config(fmt, n, k, t, sms, smem)] + candidates(t)
                 for i, cfg in enumerate(cfgs):
                     splits = (1, 4) if n <= 4096 and t <= 32 else (1,)
                     for split in (cfg.split,) if i == 0 else splits:

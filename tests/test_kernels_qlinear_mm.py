@@ -9,6 +9,7 @@ import torch
 from gguf import GGMLQuantizationType as QT
 from test_kernels_qlinear import KERNEL_QTYPES, random_raw  # shared fixtures of the qlinear tests
 
+from localllm.kernels.device import device_props
 from localllm.kernels.linear.qlinear import dequantize_weight, pack_weight, qlinear_ref
 from localllm.kernels.quant import kernel_facts
 
@@ -39,15 +40,15 @@ def test_qmm_matches_reference(qtype: QT, cfg: mm.MMConfig) -> None:
 
 
 def test_qmm_heuristic_shapes() -> None:
-    sms = 132
-    small = mm.mm_config("q4_k", 1024, 4096, 8, sms)
+    sms, smem = 132, 227 * 1024  # H200
+    small = mm.mm_config("q4_k", 1024, 4096, 8, sms, smem)
     assert small.bm == 16 and small.split > 1  # 8 row blocks: split K to fill the SMs
-    big = mm.mm_config("q4_k", 28672, 4096, 32, sms)
+    big = mm.mm_config("q4_k", 28672, 4096, 32, sms, smem)
     assert big.bm == 32 and big.swap and big.split <= 2
-    c100 = mm.mm_config("q6_k", 4096, 4096, 100, sms)  # one 128-row block, two warpgroups
+    c100 = mm.mm_config("q6_k", 4096, 4096, 100, sms, smem)  # one 128-row block, two warpgroups
     assert (c100.bm, c100.warps, c100.split) == (128, 8, 2)  # 64 programs x 2 <= 132 SMs
-    assert mm.mm_config("q4_k", 6144, 4096, 128, sms).split == 1  # 96 programs
-    assert mm.mm_config("q8_0", 64, 96, 2, sms).ng == 1  # K = 3 groups: one group per step
+    assert mm.mm_config("q4_k", 6144, 4096, 128, sms, smem).split == 1  # 96 programs
+    assert mm.mm_config("q8_0", 64, 96, 2, sms, smem).ng == 1  # K = 3 groups: one group per step
     assert big.bn == 128 and mm.mm_config("q4_k", 28672, 4096, 32, 82, smem=99 * 1024).bn == 64
 
 
@@ -91,7 +92,8 @@ def test_gpu_qmm_matches_reference(qtype: QT, t: int) -> None:
     w = pack_weight(random_raw(qtype, n, k, seed=t, scale=0.002), "cuda")
     x = torch.randn(t, k, device="cuda").half()
     ref = x.float() @ dequantize_weight(w).t()
-    cfg = mm.mm_config(fmt, n, k, t, torch.cuda.get_device_properties(0).multi_processor_count)
+    props = device_props(x.device)
+    cfg = mm.mm_config(fmt, n, k, t, props.sm_count, props.smem_per_block)
     out = mm.qmm_launch(x, [w.tensors[p] for p in kernel_facts(fmt).planes], fmt, n, None, cfg)
     torch.testing.assert_close(out.float(), ref, rtol=1e-2, atol=3e-3 * ref.abs().max().item())
 

@@ -42,9 +42,11 @@ def target_programs(props: DeviceProps) -> int:
     return 2 * props.sm_count
 
 
-def _target_programs(device: torch.device) -> int:
-    """`target_programs` of the device; 1 in the interpreter (no split)."""
-    return target_programs(device_props(device)) if device.type == "cuda" else 1
+def attn_smem(block_m: int, block_n: int, d_pad: int, elt: int, stages: int) -> int:
+    """Shared memory of one attention program, bytes: an upper bound of what Triton 3.9
+    allocates on sm_86 and sm_90 (`stages` K and V tiles, the Q and P tiles; `elt` 4 for fp32
+    activations, whose dots run in fp32)."""
+    return (2 * stages * block_n * d_pad + block_m * (d_pad + block_n)) * elt
 
 
 def plan_launch(
@@ -56,8 +58,13 @@ def plan_launch(
     max_seq_len: int,
     target_programs: int,
     parts: int | None = None,
+    smem: int = 1 << 30,
+    elt: int = 2,
+    stages: int = 2,
 ) -> Plan:
-    """Tile sizes and KV split for one call; `parts` forces the split (tests)."""
+    """Tile sizes and KV split for one call; `parts` forces the split (tests). `smem`: the
+    GPU's shared memory per block; tiles shrink until `attn_smem` fits it (`elt`: bytes per
+    activation element, `stages`: the pipeline depth of the launch)."""
     block_n = 64 if d_pad <= 128 else 32
     max_q_len = max(max_q_len, 1)
     if max_q_len <= DECODE_MAX_Q:
@@ -65,6 +72,13 @@ def plan_launch(
     else:
         block_m = 64 if d_pad > 64 else 128
     block_m = max(block_m, triton.next_power_of_2(group))
+    while attn_smem(block_m, block_n, d_pad, elt, stages) > smem:
+        if block_n > 16:
+            block_n //= 2
+        elif block_m > max(16, triton.next_power_of_2(group)):
+            block_m //= 2
+        else:
+            break
     tok = block_m // group
     m_blocks = triton.cdiv(max_q_len, tok)
     warps = 4 if block_m * d_pad <= 64 * 128 else 8
@@ -112,7 +126,7 @@ def run_paged_attention(
     v_scale: torch.Tensor | None, block_tables: torch.Tensor, cu_seqlens_q: torch.Tensor,
     seq_lens: torch.Tensor, max_q_len: int, max_seq_len: int, scale: float,
     out: torch.Tensor | None = None, parts: int | None = None, num_stages: int = 2,
-    quant: str | None = None,
+    quant: str | None = None, props: DeviceProps | None = None,
 ) -> torch.Tensor | QAct:  # fmt: skip
     """paged_attention with a forced number of KV partitions / pipeline stages (tests, bench).
     With `quant` (an int8 layout), one token and a split-KV plan, the merge also writes the
@@ -120,7 +134,8 @@ def run_paged_attention(
     in the attention kernel itself: it spreads each sequence's live context over the planned
     partitions (at least one KV tile each), and of those that hold keys the last to finish
     combines them (one partition writes the output directly); longer chunks over a split KV
-    take the separate merge kernel with the planned partition length."""
+    take the separate merge kernel with the planned partition length. `props`: the GPU the
+    plan is for (default: q's device; the interpreter plans one partition)."""
     check_attention_args(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens)
     _check_layout(q, k_cache, v_cache, k_scale, v_scale, block_tables)
     t, hq, d = q.shape
@@ -130,9 +145,10 @@ def run_paged_attention(
     if t == 0 or batch == 0:
         return out
     d_pad = max(16, triton.next_power_of_2(d))
-    plan = plan_launch(
-        batch, n_kv, group, d_pad, max_q_len, max_seq_len, _target_programs(q.device), parts
-    )
+    gpu = props or device_props(q.device)
+    target = target_programs(gpu) if props or q.device.type == "cuda" else 1
+    plan = plan_launch(batch, n_kv, group, d_pad, max_q_len, max_seq_len, target, parts,
+                       gpu.smem_per_block, q.element_size(), num_stages)  # fmt: skip
     kv_quant = is_quantized(k_cache.dtype)
     ks = k_scale if kv_quant and k_scale is not None else k_cache  # dummies for float caches
     vs = v_scale if kv_quant and v_scale is not None else v_cache

@@ -19,8 +19,11 @@ import torch
 
 from localllm.config import BLOCK_SIZES
 from localllm.kernels.attention.kv_dtypes import KV_DTYPES, KVDtype
-from localllm.kernels.attention.paged_triton import plan_launch, run_paged_attention
-from localllm.kernels.attention.paged_triton import target_programs as attn_target
+from localllm.kernels.attention.paged_triton import (
+    plan_launch,
+    run_paged_attention,
+    target_programs,
+)
 from localllm.kernels.checks.capture import Launch, capture
 from localllm.kernels.checks.models import MODELS, ModelShape
 from localllm.kernels.device import DeviceProps
@@ -163,14 +166,15 @@ def _attention_cases(props: DeviceProps, m: ModelShape) -> Iterator[Case]:
                             continue
                         d_pad = max(16, 1 << (m.head_dim - 1).bit_length())
                         plan = plan_launch(batch, m.n_kv, m.n_q // m.n_kv, d_pad, q_len, seq,
-                                           attn_target(props))  # fmt: skip
+                                           target_programs(props), None, props.smem_per_block,
+                                           dtype.itemsize)  # fmt: skip
                         key = (kv, dtype, bs, plan, _spec(batch * q_len), _spec(-(-seq // bs)))
-                        yield key, functools.partial(_attention, m, kv, dtype, bs, batch, q_len,
-                                                     seq, plan.parts)  # fmt: skip
+                        yield key, functools.partial(_attention, props, m, kv, dtype, bs, batch,
+                                                     q_len, seq)  # fmt: skip
 
 
-def _attention(m: ModelShape, kv: KVDtype, dtype: torch.dtype, bs: int, batch: int, q_len: int,
-               seq: int, parts: int) -> None:  # fmt: skip
+def _attention(props: DeviceProps, m: ModelShape, kv: KVDtype, dtype: torch.dtype, bs: int,
+               batch: int, q_len: int, seq: int) -> None:  # fmt: skip
     """`paged_attention` as the model calls it (int8 output form for one decode token)."""
     t, d = batch * q_len, m.head_dim
     blocks = -(-seq // bs)
@@ -180,7 +184,7 @@ def _attention(m: ModelShape, kv: KVDtype, dtype: torch.dtype, bs: int, batch: i
         run_paged_attention(
             _t(t, m.n_q, d, dtype=dtype), cache, cache, scale, scale,
             _t(batch, blocks, dtype=torch.int32), _t(batch + 1, dtype=torch.int32),
-            _t(batch, dtype=torch.int32), q_len, seq, d**-0.5, parts=parts, quant=quant,
+            _t(batch, dtype=torch.int32), q_len, seq, d**-0.5, quant=quant, props=props,
         )  # fmt: skip
 
 

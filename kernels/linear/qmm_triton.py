@@ -27,7 +27,7 @@ import triton.language as tl
 
 from localllm.kernels.linear.gemv_core_triton import _write_out, plane_args
 from localllm.kernels.linear.half2_triton import _decode_asm, _high_asm, _pack
-from localllm.kernels.quant import kernel_facts
+from localllm.kernels.quant import KERNEL_FORMATS, kernel_facts
 from localllm.kernels.scratch import ZeroScratch
 
 
@@ -330,10 +330,19 @@ def _largest_ng(ng: int, groups: int) -> int:
     return ng
 
 
-BIG_SMEM = 160 * 1024  # shared memory per block (H100/H200: 227 KB; RTX 30xx/40xx: 99 KB)
+def mm_smem(fmt: str, cfg: MMConfig) -> int:
+    """Shared memory of a launch with fp16 / bf16 x, bytes: `stages - 1` buffers of the x
+    tile and the packed weight tile in flight, and the decoded [BN, NG * 32] fp16 operand of
+    the MMA. What Triton 3.9 allocates on sm_86 / sm_89 to within a few %;
+    `scripts/check_consumer_configs.py` compiles every choice and checks the real figure."""
+    facts = KERNEL_FORMATS[fmt]
+    group_bytes = facts.type_size * 32 // facts.block_size  # packed bytes per 32 weights
+    ng = max(cfg.ng, 8) if kernel_facts(fmt).min_k == 256 else cfg.ng  # as `_launch` runs it
+    in_flight = cfg.bm * ng * 32 * 2 + cfg.bn * ng * group_bytes
+    return (cfg.stages - 1) * in_flight + cfg.bn * ng * 32 * 2
 
 
-def mm_config(fmt: str, n: int, k: int, t: int, num_sms: int, smem: int = BIG_SMEM) -> MMConfig:
+def mm_config(fmt: str, n: int, k: int, t: int, num_sms: int, smem: int) -> MMConfig:
     """Heuristic from the H200 sweeps (scripts/probe_qmm.py, weights from memory, CUDA-graph
     timing; benchmarks/probe_qmm_session4.jsonl, probe_qmm_t128.jsonl). Up to 64 rows: one M
     block covers them all (every weight tile is decoded once), 64 weight rows x 256 K per step
@@ -342,19 +351,27 @@ def mm_config(fmt: str, n: int, k: int, t: int, num_sms: int, smem: int = BIG_SM
     split K until the grid has 1.5 programs per SM. 65..128 rows (batched decode of many
     streams, the prefill graph of a short turn after a cached prefix): one 128-row block and
     two warpgroups, split K only up to one program per SM (128 rows, Q4_K: 28672x4096 120 vs
-    208 us with two 64-row blocks of 4 warps, 6144x4096 40 vs 83 us, 4096x14336 74 vs 143 us)."""
+    208 us with two 64-row blocks of 4 warps, 6144x4096 40 vs 83 us, 4096x14336 74 vs 143 us).
+    `smem` is the GPU's shared memory per block: 128 weight rows only where that tile fits
+    with a 2-stage pipeline, and a config that needs more (`mm_smem`) steps down as `_smaller`
+    does (2 stages, then fewer weight rows): on the H200 the 128 x 128 tiles of 65+ rows
+    run 2 stages (3 need 250-300 KB on sm_90), on 99 KB RTX 30xx/40xx most tiles do."""
     groups = k // 32
     big = t > 64
     bm = 128 if big else max(16, triton.next_power_of_2(t))
     ng = _largest_ng(8, groups)
-    bn = 128 if n >= 16384 and bm >= 32 and smem >= BIG_SMEM else 64
+    tall = MMConfig(bm, 128, ng, stages=2)  # the tall tile with the shallowest pipeline
+    bn = 128 if n >= 16384 and bm >= 32 and mm_smem(fmt, tall) <= smem else 64
     ctas = triton.cdiv(n, bn)
     split = 1
     while (ctas * split * 2 <= num_sms if big else 2 * ctas * split < 3 * num_sms) and groups // (
         ng * split * 2
     ) >= 2:
         split *= 2
-    return MMConfig(bm, bn, ng, split, warps=8 if big else 4, stages=3, swap=True)
+    cfg = MMConfig(bm, bn, ng, split, warps=8 if big else 4, stages=3, swap=True)
+    while mm_smem(fmt, cfg) > smem and (smaller := _smaller(cfg)) is not None:
+        cfg = smaller
+    return cfg
 
 
 def _smaller(cfg: MMConfig) -> MMConfig | None:

@@ -1,0 +1,93 @@
+"""Compile every Triton kernel config the dispatch can choose on consumer GPUs and check that
+each fits: shared memory per block, registers per thread and per block. No GPU needed.
+
+    python3 scripts/check_consumer_configs.py                  # rtx3060 (sm_86), rtx4090 (sm_89)
+    python3 scripts/check_consumer_configs.py --profiles h200 --jobs 8
+    python3 scripts/check_consumer_configs.py --ci             # the representative CI subset
+
+Each profile's launches come from `kernels/checks/space.py` (every decode batch 1..128,
+prefill chunks, every quant format, activation and KV dtype, the model shapes of
+`kernels/checks/models.py`). Exit status 1 if any launch does not fit."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.pop("TRITON_INTERPRET", None)  # compile for real (the kernels must be JIT functions)
+os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # Triton's runtime default
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from localllm.kernels.checks.capture import Launch  # noqa: E402
+from localllm.kernels.checks.compile import Resources, compile_launch, violations  # noqa: E402
+from localllm.kernels.checks.select import representative  # noqa: E402
+from localllm.kernels.checks.space import enumerate_launches  # noqa: E402
+from localllm.kernels.device import DeviceProps, profile  # noqa: E402
+
+_JOBS: list[tuple[DeviceProps, Launch]] = []  # inherited by the forked workers
+
+
+def _check(i: int) -> tuple[int, Resources | None, list[str]]:
+    props, launch = _JOBS[i]
+    try:
+        res = compile_launch(launch, props.arch)
+    except Exception as e:  # a config that does not even compile is a failure too
+        return i, None, [f"does not compile: {type(e).__name__}: {str(e).splitlines()[0][:200]}"]
+    return i, res, violations(res, props)
+
+
+def run(profiles: list[str], ci: bool, jobs: int) -> list[dict]:
+    _JOBS.clear()
+    for name in profiles:
+        props = profile(name)
+        launches = enumerate_launches(props)
+        chosen = representative(launches) if ci else launches
+        print(f"{name} (sm_{props.arch}): {len(launches)} launches, checking {len(chosen)}")
+        _JOBS.extend((props, launch) for launch in chosen)
+    with multiprocessing.get_context("fork").Pool(jobs) as pool:
+        results = pool.map(_check, range(len(_JOBS)), chunksize=1)
+    rows = []
+    for i, res, bad in results:
+        props, launch = _JOBS[i]
+        rows.append({"profile": props.name, "arch": props.arch, "launch": launch.describe(),
+                     "shared": res.shared if res else None,
+                     "registers": res.registers if res else None,
+                     "spill": res.spill if res else None,
+                     "threads": res.threads if res else None, "violations": bad})  # fmt: skip
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--profiles", default="rtx3060,rtx4090", help="comma-separated profiles")
+    ap.add_argument("--ci", action="store_true", help="only the representative subset")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--json", type=Path, help="write every result here")
+    args = ap.parse_args(argv)
+    t0 = time.time()
+    with tempfile.TemporaryDirectory() as cache:  # compile everything afresh
+        os.environ["TRITON_CACHE_DIR"] = cache
+        rows = run(args.profiles.split(","), args.ci, args.jobs)
+    bad = [r for r in rows if r["violations"]]
+    for r in bad:
+        print(f"FAIL {r['profile']}: {r['launch']}: {'; '.join(r['violations'])}")
+    spills = [r for r in rows if r["spill"]]
+    for r in spills:
+        print(f"spills {r['spill']} B/thread on {r['profile']}: {r['launch']}")
+    most = max((r for r in rows if r["shared"] is not None), key=lambda r: r["shared"])
+    print(f"{len(rows)} compiled in {time.time() - t0:.0f} s: {len(bad)} do not fit, "
+          f"{len(spills)} spill; most shared memory {most['shared']} B "
+          f"({most['profile']}: {most['launch']})")  # fmt: skip
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
