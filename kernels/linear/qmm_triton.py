@@ -362,16 +362,16 @@ def mm_config(fmt: str, n: int, k: int, t: int, num_sms: int, smem: int) -> MMCo
     ng = _largest_ng(8, groups)
     tall = MMConfig(bm, 128, ng, stages=2)  # the tall tile with the shallowest pipeline
     bn = 128 if n >= 16384 and bm >= 32 and mm_smem(fmt, tall) <= smem else 64
-    ctas = triton.cdiv(n, bn)
+    cfg = MMConfig(bm, bn, ng, warps=8 if big else 4, stages=3, swap=True)
+    while mm_smem(fmt, cfg) > smem and (smaller := _smaller(cfg)) is not None:
+        cfg = smaller
+    ctas = triton.cdiv(n, cfg.bn) * triton.cdiv(t, cfg.bm)
     split = 1
     while (ctas * split * 2 <= num_sms if big else 2 * ctas * split < 3 * num_sms) and groups // (
         ng * split * 2
     ) >= 2:
         split *= 2
-    cfg = MMConfig(bm, bn, ng, split, warps=8 if big else 4, stages=3, swap=True)
-    while mm_smem(fmt, cfg) > smem and (smaller := _smaller(cfg)) is not None:
-        cfg = smaller
-    return cfg
+    return replace(cfg, split=split)
 
 
 def _smaller(cfg: MMConfig) -> MMConfig | None:
