@@ -7,7 +7,8 @@ each fits: shared memory per block, registers per thread and per block. No GPU n
 
 Each profile's launches come from `kernels/checks/space.py` (every decode batch 1..128,
 prefill chunks, every quant format, activation and KV dtype, the model shapes of
-`kernels/checks/models.py`). Exit status 1 if any launch does not fit."""
+`kernels/checks/models.py`); each distinct config (`select.variants`) is compiled once.
+Register spills are reported, not failed. Exit status 1 if any launch does not fit."""
 
 from __future__ import annotations
 
@@ -26,9 +27,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from localllm.kernels.checks.capture import Launch  # noqa: E402
 from localllm.kernels.checks.compile import Resources, compile_launch, violations  # noqa: E402
-from localllm.kernels.checks.select import representative  # noqa: E402
+from localllm.kernels.checks.models import MODELS  # noqa: E402
+from localllm.kernels.checks.select import representative, variants  # noqa: E402
 from localllm.kernels.checks.space import enumerate_launches  # noqa: E402
-from localllm.kernels.device import DeviceProps, profile  # noqa: E402
+from localllm.kernels.device import PROFILES, DeviceProps, profile  # noqa: E402
 
 _JOBS: list[tuple[DeviceProps, Launch]] = []  # inherited by the forked workers
 
@@ -42,13 +44,18 @@ def _check(i: int) -> tuple[int, Resources | None, list[str]]:
     return i, res, violations(res, props)
 
 
-def run(profiles: list[str], ci: bool, jobs: int) -> list[dict]:
+def run(profiles: list[str], ci: bool, jobs: int, models: list[str] | None = None,
+        kernels: list[str] | None = None) -> list[dict]:  # fmt: skip
     _JOBS.clear()
+    shapes = [MODELS[m] for m in models] if models else None
     for name in profiles:
         props = profile(name)
-        launches = enumerate_launches(props)
-        chosen = representative(launches) if ci else launches
-        print(f"{name} (sm_{props.arch}): {len(launches)} launches, checking {len(chosen)}")
+        launches = enumerate_launches(props, shapes)
+        if kernels:
+            launches = [la for la in launches if la.kernel.split(":")[1] in kernels]
+        chosen = representative(launches) if ci else variants(launches)
+        print(f"{name} (sm_{props.arch}): {len(launches)} launches, "
+              f"{len(variants(launches))} configs, checking {len(chosen)}")  # fmt: skip
         _JOBS.extend((props, launch) for launch in chosen)
     with multiprocessing.get_context("fork").Pool(jobs) as pool:
         results = pool.map(_check, range(len(_JOBS)), chunksize=1)
@@ -68,19 +75,32 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profiles", default="rtx3060,rtx4090", help="comma-separated profiles")
     ap.add_argument("--ci", action="store_true", help="only the representative subset")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--models", help=f"comma-separated model shapes ({', '.join(MODELS)})")
+    ap.add_argument("--kernels", help="comma-separated kernel names (_qmm_kernel, ..)")
     ap.add_argument("--json", type=Path, help="write every result here")
     args = ap.parse_args(argv)
+    models = args.models.split(",") if args.models else None
+    for m in models or []:
+        if m not in MODELS:
+            ap.error(f"unknown model {m!r} (known: {', '.join(MODELS)})")
+    for name in args.profiles.split(","):
+        if name not in PROFILES:
+            ap.error(f"unknown GPU profile {name!r} (known: {', '.join(PROFILES)})")
     t0 = time.time()
     with tempfile.TemporaryDirectory() as cache:  # compile everything afresh
         os.environ["TRITON_CACHE_DIR"] = cache
-        rows = run(args.profiles.split(","), args.ci, args.jobs)
+        kernels = args.kernels.split(",") if args.kernels else None
+        rows = run(args.profiles.split(","), args.ci, args.jobs, models, kernels)
     bad = [r for r in rows if r["violations"]]
     for r in bad:
         print(f"FAIL {r['profile']}: {r['launch']}: {'; '.join(r['violations'])}")
     spills = [r for r in rows if r["spill"]]
     for r in spills:
         print(f"spills {r['spill']} B/thread on {r['profile']}: {r['launch']}")
-    most = max((r for r in rows if r["shared"] is not None), key=lambda r: r["shared"])
+    if not rows:
+        print("nothing to check")
+        return 1
+    most = max(rows, key=lambda r: r["shared"] or 0)
     print(f"{len(rows)} compiled in {time.time() - t0:.0f} s: {len(bad)} do not fit, "
           f"{len(spills)} spill; most shared memory {most['shared']} B "
           f"({most['profile']}: {most['launch']})")  # fmt: skip

@@ -1,4 +1,7 @@
-"""A representative subset of launches for CI: every value each kernel's constexprs, argument
+"""Subsets of the enumerated launches to compile. `variants`: one launch per compiled config
+(kernel, argument types, constexprs, warps, stages), leaving out Triton's specializations of
+integer arguments (== 1, divisible by 16), which change address arithmetic and vector widths
+but no tile size. `representative`, for CI: every value each kernel's constexprs, argument
 types, warps and stages take appears in at least one chosen launch, and the launches are
 taken largest first (the product of their tile constexprs, warps and stages), so each
 kernel's biggest tiles are always among them."""
@@ -35,3 +38,11 @@ def representative(launches: list[Launch]) -> list[Launch]:
             chosen.append(launch)
             covered |= new
     return chosen
+
+
+def variants(launches: list[Launch]) -> list[Launch]:
+    """One launch per (kernel, argument types, constexprs, warps, stages)."""
+    out: dict[tuple, Launch] = {}
+    for launch in launches:
+        out.setdefault((launch.config, launch.signature), launch)
+    return list(out.values())
