@@ -122,7 +122,7 @@ def test_dispatched_configs_compile_for_sm86_and_sm89(tmp_path: Path) -> None:
         [sys.executable, str(REPO / "scripts" / "check_consumer_configs.py"), "--ci",
          "--profiles", "rtx3060,rtx4090", "--jobs", str(min(os.cpu_count() or 1, 4)),
          "--json", str(out)],
-        capture_output=True, text=True, env=env, timeout=900,
+        capture_output=True, text=True, env=env, timeout=1800,
     )  # fmt: skip
     assert out.exists(), proc.stdout + proc.stderr
     rows = json.loads(out.read_text())
