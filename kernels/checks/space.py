@@ -46,7 +46,7 @@ from localllm.kernels.plan import (
     linear_kernel,
     qkv_fusable,
 )
-from localllm.kernels.quant import KERNEL_FORMATS, kernel_facts
+from localllm.kernels.quant import ALL, KERNEL_FORMATS, awq, kernel_facts
 
 META = torch.device("meta")
 ACT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -100,9 +100,19 @@ def _t(*shape: int, dtype: torch.dtype = torch.float16) -> torch.Tensor:
 @functools.lru_cache(maxsize=512)
 def _weight(fmt: str, n: int, k: int) -> QuantWeight:
     """A packed weight [n, k] of meta planes with the real plane dtypes and shapes."""
-    f = KERNEL_FORMATS[fmt]
-    one = f.kernel.pack(_t(1, k // f.block_size, f.type_size, dtype=torch.uint8))  # type: ignore[union-attr]
-    return QuantWeight(fmt, n, k, {p: _t(n, *t.shape[1:], dtype=t.dtype) for p, t in one.items()})
+    rows = _pack_rows(fmt, k)
+    return QuantWeight(fmt, n, k, {p: _t(n, *t.shape[1:], dtype=t.dtype) for p, t in rows.items()})
+
+
+def _pack_rows(fmt: str, k: int) -> dict[str, torch.Tensor]:
+    """The planes of a few rows of K inputs, packed on the meta device."""
+    gguf = {f.name: f for f in ALL if f.kernel is not None}
+    if fmt in gguf:
+        f = gguf[fmt]
+        return f.kernel.pack(_t(1, k // f.block_size, f.type_size, dtype=torch.uint8))  # type: ignore[union-attr,misc]
+    q = k // kernel_facts(fmt).min_k  # AWQ: qweight [K, N/8], qzeros [Q, N/8], scales [Q, N]
+    i32 = torch.int32
+    return awq.pack(_t(k, 1, dtype=i32), _t(q, 1, dtype=i32), _t(q, 8))
 
 
 # ------------------------------------------------------------------------ quantized linear

@@ -27,7 +27,7 @@ import triton.language as tl
 
 from localllm.kernels.linear.gemv_core_triton import _write_out, plane_args
 from localllm.kernels.linear.half2_triton import _decode_asm, _high_asm, _pack
-from localllm.kernels.quant import KERNEL_FORMATS, kernel_facts
+from localllm.kernels.quant import kernel_facts
 from localllm.kernels.scratch import ZeroScratch
 
 
@@ -335,9 +335,9 @@ def mm_smem(fmt: str, cfg: MMConfig) -> int:
     tile and the packed weight tile in flight, and the decoded [BN, NG * 32] fp16 operand of
     the MMA. What Triton 3.9 allocates on sm_86 / sm_89 to within a few %;
     `scripts/check_consumer_configs.py` compiles every choice and checks the real figure."""
-    facts = KERNEL_FORMATS[fmt]
-    group_bytes = facts.type_size * 32 // facts.block_size  # packed bytes per 32 weights
-    ng = max(cfg.ng, 8) if kernel_facts(fmt).min_k == 256 else cfg.ng  # as `_launch` runs it
+    facts = kernel_facts(fmt)
+    group_bytes = 4 * facts.qbits + 2  # packed bytes per 32 weights: quants, scales (GGUF's)
+    ng = max(cfg.ng, 8) if facts.min_k == 256 else cfg.ng  # as `_launch` runs it
     in_flight = cfg.bm * ng * 32 * 2 + cfg.bn * ng * group_bytes
     return (cfg.stages - 1) * in_flight + cfg.bn * ng * 32 * 2
 
