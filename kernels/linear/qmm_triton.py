@@ -352,15 +352,16 @@ def mm_config(fmt: str, n: int, k: int, t: int, num_sms: int, smem: int) -> MMCo
     streams, the prefill graph of a short turn after a cached prefix): one 128-row block and
     two warpgroups, split K only up to one program per SM (128 rows, Q4_K: 28672x4096 120 vs
     208 us with two 64-row blocks of 4 warps, 6144x4096 40 vs 83 us, 4096x14336 74 vs 143 us).
-    `smem` is the GPU's shared memory per block: 128 weight rows only where that tile fits
-    with a 2-stage pipeline, and a config that needs more (`mm_smem`) steps down as `_smaller`
-    does (2 stages, then fewer weight rows): on the H200 the 128 x 128 tiles of 65+ rows
-    run 2 stages (3 need 250-300 KB on sm_90), on 99 KB RTX 30xx/40xx most tiles do."""
+    `smem` is the GPU's shared memory per block: 128 weight rows only where the measured
+    32 x 128 tile fits with its 3 stages (not in 99 KB), and a config that needs more
+    (`mm_smem`) steps down as `_smaller` does (2 stages, then fewer weight rows): on the
+    H200 the 128 x 128 tiles of 65+ rows run 2 stages (3 need 250-300 KB on sm_90), on 99 KB
+    RTX 30xx/40xx the tiles of 33+ rows do."""
     groups = k // 32
     big = t > 64
     bm = 128 if big else max(16, triton.next_power_of_2(t))
     ng = _largest_ng(8, groups)
-    tall = MMConfig(bm, 128, ng, stages=2)  # the tall tile with the shallowest pipeline
+    tall = MMConfig(32, 128, ng, stages=3)  # the measured tall tile, with its full pipeline
     bn = 128 if n >= 16384 and bm >= 32 and mm_smem(fmt, tall) <= smem else 64
     cfg = MMConfig(bm, bn, ng, warps=8 if big else 4, stages=3, swap=True)
     while mm_smem(fmt, cfg) > smem and (smaller := _smaller(cfg)) is not None:
