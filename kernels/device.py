@@ -2,8 +2,10 @@
 torch.cuda on a GPU (`device_props`), or a named profile (`PROFILES`) for checks without one.
 
 Every launch rule that depends on the GPU takes its limits from here (split-K and KV
-partition counts from `sm_count`, the fused GEMM's tile from `smem_per_block`, the split-K
-workspace from `l2_bytes`), so a config chosen for a 99 KB RTX 4090 is one that fits it.
+partition counts from `sm_count`, the fused GEMM's and attention's tiles from
+`smem_per_block`), so a config chosen for a 99 KB RTX 4090 is one that fits it. `l2_bytes`
+and `bandwidth_gbs` describe the profiles; no launch rule reads them yet (none of the H200
+tunings depends on the L2's size: see BENCHMARKS.md, "What to expect on an RTX 4090").
 
 The profile figures (one line each, cited):
   per compute capability, CUDA C++ Programming Guide, "Technical Specifications per Compute
@@ -45,19 +47,26 @@ class DeviceProps:
         return 10 * self.capability[0] + self.capability[1]
 
 
-_AMPERE = dict(capability=(8, 6), smem_per_block=99 * KB, max_threads_per_sm=1536)
-_ADA = dict(capability=(8, 9), smem_per_block=99 * KB, max_threads_per_sm=1536)
-_HOPPER = dict(capability=(9, 0), smem_per_block=227 * KB, sm_count=132, l2_bytes=50 * MB)
+def _consumer(name: str, arch: tuple[int, int], sms: int, l2_mb: int, gbs: float) -> DeviceProps:
+    """An RTX 30xx (8.6) / 40xx (8.9): 99 KB per block, 1536 threads per SM."""
+    return DeviceProps(name, arch, sms, 99 * KB, l2_mb * MB, max_threads_per_sm=1536,
+                       bandwidth_gbs=gbs)  # fmt: skip
+
+
+def _hopper(name: str, gbs: float) -> DeviceProps:
+    """GH100 (H100 SXM5, H200): 132 SMs, 227 KB per block, 50 MB L2."""
+    return DeviceProps(name, (9, 0), 132, 227 * KB, 50 * MB, bandwidth_gbs=gbs)
+
 
 PROFILES: dict[str, DeviceProps] = {
     p.name: p
     for p in (
-        DeviceProps("rtx3060", sm_count=28, l2_bytes=3 * MB, bandwidth_gbs=360, **_AMPERE),
-        DeviceProps("rtx3090", sm_count=82, l2_bytes=6 * MB, bandwidth_gbs=936, **_AMPERE),
-        DeviceProps("rtx4060", sm_count=24, l2_bytes=24 * MB, bandwidth_gbs=272, **_ADA),
-        DeviceProps("rtx4090", sm_count=128, l2_bytes=72 * MB, bandwidth_gbs=1008, **_ADA),
-        DeviceProps("h100", bandwidth_gbs=3350, **_HOPPER),  # type: ignore[arg-type]
-        DeviceProps("h200", bandwidth_gbs=4800, **_HOPPER),  # type: ignore[arg-type]
+        _consumer("rtx3060", (8, 6), 28, 3, 360),
+        _consumer("rtx3090", (8, 6), 82, 6, 936),
+        _consumer("rtx4060", (8, 9), 24, 24, 272),
+        _consumer("rtx4090", (8, 9), 128, 72, 1008),
+        _hopper("h100", 3350),
+        _hopper("h200", 4800),
     )
 }
 # the consumer GPUs every dispatchable kernel config must fit (`kernels/checks/`)

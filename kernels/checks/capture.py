@@ -80,8 +80,8 @@ def capture() -> Iterator[list[Launch]]:
     def record(self: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> None:
         launches.append(_launch_of(self, args, kwargs))
 
-    jit.JITFunction.run = record  # type: ignore[method-assign]
+    jit.JITFunction.run = record
     try:
         yield launches
     finally:
-        jit.JITFunction.run = run  # type: ignore[method-assign]
+        jit.JITFunction.run = run
