@@ -317,6 +317,30 @@ def dp4a_config(fmt: str, n: int, k: int, num_sms: int) -> Dp4aConfig:
     return Dp4aConfig(cfg.bn, 1, 1, min(steps, triton.cdiv(2 * num_sms, ctas)))
 
 
+def split_groups(cfg: Dp4aConfig, groups: int) -> tuple[int, int, int]:
+    """(NG groups per K step, groups per split, splits) of a launch over `groups` groups."""
+    ng = min(32 * cfg.warps * cfg.gpt, triton.next_power_of_2(groups))
+    per_split = triton.cdiv(triton.cdiv(groups, ng), cfg.split) * ng
+    return ng, per_split, triton.cdiv(groups, per_split)
+
+
+def _emu() -> bool:
+    """EMU constexpr: plain Triton integer ops instead of the dp4a PTX (the interpreter)."""
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def format_constexprs(fmt: str, suffix: str = "") -> dict[str, object]:
+    """The format's constexpr arguments of the dp4a kernels (`suffix`: "_A"/"_B" of the
+    two weights of `_dp4a_rope_kernel`)."""
+    return {"FMT" + suffix: kernel_facts(fmt).code}
+
+
+def kernel_constexprs(fmt: str, bn: int, ng: int, atomic: bool, has_bias: bool,
+                      emu: bool) -> dict[str, object]:  # fmt: skip
+    """The constexpr arguments of `_dp4a_kernel` for one launch."""
+    return dict(**format_constexprs(fmt), BN=bn, NG=ng, ATOMIC=atomic, HAS_BIAS=has_bias, EMU=emu)
+
+
 def dp4a_launch(
     xq: torch.Tensor,  # int8 [T, K] (quant_act, the format's `act_layout`)
     xs: torch.Tensor,  # fp32 [T, K / 32, 4]
@@ -332,9 +356,7 @@ def dp4a_launch(
     if k % f.min_k or not xq.is_contiguous() or not xs.is_contiguous():
         raise ValueError(f"dp4a: K={k} must be a multiple of {f.min_k}, inputs contiguous")
     groups = k // f.group
-    ng = min(32 * cfg.warps * cfg.gpt, triton.next_power_of_2(groups))
-    per_split = triton.cdiv(triton.cdiv(groups, ng), cfg.split) * ng
-    split = triton.cdiv(groups, per_split)
+    ng, per_split, split = split_groups(cfg, groups)
     dtype = torch.float32 if split > 1 else out_dtype
     out = (torch.zeros if split > 1 else torch.empty)((t, n), device=xq.device, dtype=dtype)
     if t == 0:
@@ -343,8 +365,8 @@ def dp4a_launch(
     _dp4a_kernel[grid](
         xq, xs, out, bias if bias is not None else out, *plane_args(planes),
         n, groups, per_split, k // 4, xs.stride(0), out.stride(0),
-        FMT=f.code, BN=cfg.bn, NG=ng, ATOMIC=split > 1, HAS_BIAS=bias is not None,
-        EMU=os.environ.get("TRITON_INTERPRET") == "1", num_warps=cfg.warps, num_stages=1,
+        **kernel_constexprs(fmt, cfg.bn, ng, split > 1, bias is not None, _emu()),
+        num_warps=cfg.warps, num_stages=1,
     )  # fmt: skip
     return out if split == 1 else out.to(out_dtype)
 
@@ -386,8 +408,8 @@ def dp4a_rope_launch(
         xq, xs, out, bias if bias is not None else out, *plane_args(pa), *plane_args(pb), positions, cos_sin,
         slot_mapping, k_cache, v_cache, groups(fa), groups(fb), na // 2, head0, k // 4,
         xs.stride(0), out.stride(0), cos_sin.stride(0), *k_cache.stride()[:3], n_q_heads,
-        n_kv_heads, FMT_A=kernel_facts(fa).code, FMT_B=kernel_facts(fb).code,
+        n_kv_heads, **format_constexprs(fa, "_A"), **format_constexprs(fb, "_B"),
         NG=min(64, triton.next_power_of_2(min(groups(fa), groups(fb)))), HEAD_DIM=head_dim,
         BLOCK_SIZE=k_cache.shape[2], INTERLEAVED=bool(interleaved), HAS_BIAS=bias is not None,
-        EMU=os.environ.get("TRITON_INTERPRET") == "1", num_warps=2, num_stages=1,
+        EMU=_emu(), num_warps=2, num_stages=1,
     )  # fmt: skip

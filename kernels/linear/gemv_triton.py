@@ -159,3 +159,13 @@ def store_config(fmt: str, k: int) -> QLinearConfig:
     tile = _fit_tile(tile_k, k)
     split = triton.cdiv(k, tile) if split_k else 1
     return QLinearConfig(MODE_STORE, 1, 8, tile, split=split, warps=warps)
+
+
+def kernel_constexprs(fmt: str, cfg: QLinearConfig, h2: int, has_bias: bool) -> dict[str, object]:
+    """The constexpr arguments of `_qlinear_kernel` for one launch (`h2`: the H2 mode)."""
+    f = kernel_facts(fmt)
+    return dict(
+        FMT=f.code, MODE=cfg.mode, BM=cfg.bm, BN=cfg.bn, NG=cfg.tile // f.group, W=f.words,
+        F=f.fields, QB=float(1 << f.qbits), QC=f.qc, HAS_MIN=f.has_min, ATOMIC=cfg.split > 1,
+        HAS_BIAS=has_bias, H2=h2,
+    )  # fmt: skip

@@ -393,14 +393,29 @@ def qmm_launch(
         return out
 
 
+def split_groups(fmt: str, cfg: MMConfig, groups: int) -> tuple[int, int, int]:
+    """(NG groups per K step, groups per split, splits) of a launch over `groups` 32-element
+    groups: NG divides both; a step covers whole super-blocks (min_k // 32 groups: the d/dmin
+    pointers of the k-quants step by NG / 8)."""
+    ng = _largest_ng(max(cfg.ng, kernel_facts(fmt).min_k // 32), groups)
+    per_split = triton.cdiv(triton.cdiv(groups, ng), cfg.split) * ng
+    return ng, per_split, triton.cdiv(groups, per_split)
+
+
+def kernel_constexprs(fmt: str, cfg: MMConfig, ng: int, atomic: bool, has_bias: bool,
+                      x_dtype: torch.dtype) -> dict[str, object]:  # fmt: skip
+    """The constexpr arguments of `_qmm_kernel` for one launch."""
+    return dict(
+        FMT=kernel_facts(fmt).code, BM=cfg.bm, BN=cfg.bn, NG=ng, HAS_BIAS=has_bias,
+        ATOMIC=atomic, PREC="ieee" if x_dtype == torch.float32 else "tf32", SWAP=cfg.swap,
+        EMU=os.environ.get("TRITON_INTERPRET") == "1", STAGES=cfg.stages,
+    )  # fmt: skip
+
+
 def _launch(x, planes, fmt, n, bias, cfg: MMConfig) -> torch.Tensor:
     t, k = x.shape
     groups = k // 32
-    # k-quant steps cover whole 256-element super-blocks (their d/dmin pointers step by NG/8)
-    f = kernel_facts(fmt)
-    ng = _largest_ng(max(cfg.ng, 8) if f.min_k == 256 else cfg.ng, groups)
-    per_split = triton.cdiv(triton.cdiv(groups, ng), cfg.split) * ng
-    split = triton.cdiv(groups, per_split)
+    ng, per_split, split = split_groups(fmt, cfg, groups)
     out = torch.empty((t, n), device=x.device, dtype=x.dtype)
     grid = (triton.cdiv(t, cfg.bm), triton.cdiv(n, cfg.bn), split)
     # split K: fp32 atomics into a persistent zeroed workspace, converted in the kernel
@@ -409,9 +424,8 @@ def _launch(x, planes, fmt, n, bias, cfg: MMConfig) -> torch.Tensor:
     _qmm_kernel[grid](
         x, acc, bias if bias is not None else acc, *plane_args(planes), out, cnt,
         t, n, groups, x.stride(0), acc.stride(0), per_split,
-        FMT=f.code, BM=cfg.bm, BN=cfg.bn, NG=ng, HAS_BIAS=bias is not None,
-        ATOMIC=split > 1, PREC="ieee" if x.dtype == torch.float32 else "tf32", SWAP=cfg.swap,
-        EMU=os.environ.get("TRITON_INTERPRET") == "1", STAGES=cfg.stages, num_warps=cfg.warps,
+        **kernel_constexprs(fmt, cfg, ng, split > 1, bias is not None, x.dtype),
+        num_warps=cfg.warps,
     )  # fmt: skip
     return out
 
