@@ -99,11 +99,6 @@ class KernelFacts:
     two_scales: bool = False  # fields F/2.. of a group have their own scale (Q6_K)
 
     @property
-    def zero_point(self) -> float:
-        """q = u - zero_point (qc - 2^qbits)."""
-        return self.qc - (1 << self.qbits)
-
-    @property
     def group(self) -> int:
         """Elements per group of the packed layout (32; 16 for Q8_0)."""
         return self.words * self.fields
