@@ -9,7 +9,7 @@ PTX is written with its debug sections, `.loc`/`.file` lines, comments and label
   python3 scripts/ptx_snapshot.py list                           # the case names
 
 Typical use: `snap /tmp/before` on the base commit, `snap /tmp/after` on your change, `diff`.
-(~2 minutes for all cases on two cores.) The quantized-linear cases are built from the format
+(About a minute for all cases on two cores.) The quantized-linear cases are built from the format
 registry (`kernels/quant`: every format with kernels), the dispatch table of `kernels/plan.py`
 (one case per `LinearKernel` that a row count reaches) and the launchers' own config and
 constexpr functions, so new formats and launch changes are covered without editing this file.
@@ -130,7 +130,6 @@ def _qmm_case(name: str, fmt: str, rows: int, dtype: torch.dtype) -> Case:
     types = {"x_ptr": x, "out_ptr": "*fp32" if split > 1 else x, "bias_ptr": x,
              **_plane_types(fmt), "res_ptr": x, "cnt_ptr": "*i32"}  # fmt: skip
     consts = qmm_triton.kernel_constexprs(fmt, cfg, ng, split > 1, False, dtype)
-    consts["EMU"] = False
     return Case(name, qmm_triton._qmm_kernel, types, consts, cfg.warps, cfg.stages)
 
 
