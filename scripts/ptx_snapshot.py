@@ -8,19 +8,25 @@ PTX is written with its debug sections, `.loc`/`.file` lines, comments and label
   python3 scripts/ptx_snapshot.py diff OLD_DIR NEW_DIR           # exit 1 on any difference
   python3 scripts/ptx_snapshot.py list                           # the case names
 
-Typical use: `snap /tmp/before` on the base commit, `snap /tmp/after` on your change, `diff`.
-(About a minute for all cases on two cores.) The quantized-linear cases are built from the format
+Typical use: `snap /tmp/before` on the base commit (e.g. in `git worktree add /tmp/base
+<commit>`; this file may be copied into an older checkout that has the launchers'
+`kernel_constexprs` helpers), `snap /tmp/after` on your change, then `diff`. About a minute
+for all cases on two cores. Branch labels (`$L__BB0_2`) are kept as they are; the labels of
+the debug sections (`$L__tmp12:`, which move with the source and its inlined calls) are
+dropped. The quantized-linear cases are built from the format
 registry (`kernels/quant`: every format with kernels), the dispatch table of `kernels/plan.py`
 (one case per `LinearKernel` that a row count reaches) and the launchers' own config and
 constexpr functions, so new formats and launch changes are covered without editing this file.
 """
 
+# ruff: noqa: E402  (the environment is set before Triton is imported)
 from __future__ import annotations
 
 import argparse
 import difflib
 import hashlib
 import os
+import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,22 +36,23 @@ os.environ.pop("TRITON_INTERPRET", None)  # compile, never interpret
 os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
-import triton  # noqa: E402
-from triton.backends.compiler import GPUTarget  # noqa: E402
-from triton.compiler import ASTSource  # noqa: E402
+import torch
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
 
-from localllm.kernels import plan  # noqa: E402
-from localllm.kernels.attention import paged_triton_kernels as attn  # noqa: E402
-from localllm.kernels.fused import (  # noqa: E402
+from localllm.formats import awq as awq_file
+from localllm.kernels import plan
+from localllm.kernels.attention import paged_triton_kernels as attn
+from localllm.kernels.fused import (
     activation_triton,
     argmax_triton,
     norm_triton,
-    rope_kv_triton,  # noqa: E402
+    rope_kv_triton,
 )
-from localllm.kernels.fused.quant_act import QUANT_CODES  # noqa: E402
-from localllm.kernels.linear import dp4a_triton, gemv_triton, qmm_triton  # noqa: E402
-from localllm.kernels.quant import KERNEL_FORMATS, kernel_facts  # noqa: E402
+from localllm.kernels.fused.quant_act import QUANT_CODES
+from localllm.kernels.linear import dp4a_triton, gemv_triton, qmm_triton
+from localllm.kernels.quant import ALL, KERNEL_FORMATS, KernelFacts, awq, kernel_facts
 
 TARGET = GPUTarget("cuda", 90, 32)
 N, K = 4096, 4096  # the weight shape of the linear cases (a 7-8B attention projection)
@@ -68,11 +75,19 @@ class Case:
 
 def _plane_types(fmt: str, prefix: str = "p") -> dict[str, str]:
     """Pointer types of the five plane arguments (unused slots repeat the first plane)."""
-    f = KERNEL_FORMATS[fmt]
-    blocks = torch.zeros(1, f.kernel.min_k // f.block_size, f.type_size, dtype=torch.uint8)
-    planes = f.kernel.pack(blocks)
-    names = list(f.kernel.planes) + [f.kernel.planes[0]] * (5 - len(f.kernel.planes))
+    f = kernel_facts(fmt)
+    planes = _sample_planes(f)
+    names = list(f.planes) + [f.planes[0]] * (5 - len(f.planes))
     return {f"{prefix}{i}": "*" + _ty(planes[p].dtype) for i, p in enumerate(names)}
+
+
+def _sample_planes(f: KernelFacts) -> dict[str, torch.Tensor]:
+    """The planes of a small zero weight of the format (for their dtypes)."""
+    if f.pack is not None:  # GGUF: repack zero blocks
+        q = next(q for q in ALL if q.kernel is f)
+        return f.pack(torch.zeros(1, f.min_k // q.block_size, q.type_size, dtype=torch.uint8))
+    qweight, qzeros, scales = awq_file.quantize(torch.zeros(8, f.min_k), f.min_k)  # AWQ
+    return awq.pack(qweight.contiguous(), qzeros.contiguous(), scales.contiguous())
 
 
 def _ty(dtype: torch.dtype) -> str:
@@ -182,14 +197,18 @@ def cases() -> Iterator[Case]:
 
 
 def compile_ptx(case: Case) -> str:
-    """Normalized PTX of one case (no debug info, locations, comments or labels)."""
+    """Normalized PTX of one case (no debug sections, locations, comments or debug labels)."""
     src = ASTSource(fn=case.kernel, signature=case.signature(), constexprs=dict(case.consts))
     opts = {"num_warps": case.warps, "num_stages": case.stages}
     ptx = triton.compile(src, target=TARGET, options=opts).asm["ptx"]
     ptx = ptx.split(".section\t.debug")[0]
     keep = [line for line in ptx.splitlines()
-            if not line.strip().startswith((".loc", ".file", "//")) and "$L__" not in line]  # fmt: skip
+            if not line.strip().startswith((".loc", ".file", "//")) and not _DEBUG_LABEL.match(line)]  # fmt: skip
     return "\n".join(keep)
+
+
+# labels that only mark source ranges and inlined calls for the (cut) debug sections
+_DEBUG_LABEL = re.compile(r"\$L__(tmp|func_begin|func_end)\d+:")
 
 
 def snap(out: Path, only: str | None) -> None:
