@@ -22,7 +22,7 @@ _F16X2 = {"fma": lambda a, b, c: a * b + c, "add": np.add, "sub": np.subtract}
 
 
 def _run_ptx(asm: str, args: list[np.ndarray]) -> np.ndarray:
-    """Tiny interpreter for the PTX of `kernels/linear/half2_triton.py` (b32 logic, lop3, prmt, f16x2 math);
+    """Tiny interpreter for the packed-fp16 PTX (`kernels/quant/h2_asm.py`, `half2_triton.py`; b32 logic, lop3, prmt, f16x2 math);
     $0 is the output, args are uint32 arrays for $1, $2, ..."""
     regs = {f"${i + 1}": a.astype(np.uint32) for i, a in enumerate(args)}
 
@@ -71,9 +71,11 @@ def _run_ptx(asm: str, args: list[np.ndarray]) -> np.ndarray:
 def test_half2_ptx_decodes_fields(fmt: str) -> None:
     """The word asm gives acc + sum_s (q_s - Z) x_s for the fields (and extra bits) of the
     packed layout: fields s and s + 4 pair with the low and high half of activation pair s."""
-    h2 = pytest.importorskip("localllm.kernels.linear.half2_triton")
-    code, asm, hb = {"q4_k": (2, h2._Q4_ASM, 0), "q5_k": (3, h2._Q5_ASM, 1),
-                     "q6_k": (4, h2._Q6_ASM, 2)}[fmt]  # fmt: skip
+    pytest.importorskip("triton")
+    from localllm.kernels.quant import triton_hooks
+
+    code, hb = {"q4_k": (2, 0), "q5_k": (3, 1), "q6_k": (4, 2)}[fmt]
+    asm = triton_hooks(fmt).h2_word.fn.__globals__["H2_ASM"]  # the format's word PTX
     rng = np.random.default_rng(code)
     n = 512
     w = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)

@@ -6,11 +6,12 @@ over the group and its halves), in the byte order of the weight words they meet.
 shift + AND into two words of 4 unsigned bytes (its low nibbles = fields 0, 2, 4, 6 and its
 high nibbles = 1, 3, 5, 7; Q5_K/Q6_K OR their extra bits in), and each meets one int32 of
 activations in a `dp4a` (4 multiply-adds into an int32): ~5 instructions per 8 weights,
-against ~30 for the packed-fp16 GEMV. Integer group sums become fp32 once per group and row:
-    q4_0:        d (dx S - 8 X)            q4_k / q5_k: d sc dx S - dmin m X
-    q6_k:        d sc0 (dx S0 - 32 X0) + d sc1 (dx S1 - 32 X1)   (16-element halves)
-    q8_0:        d dx S                    (signed bytes: dp4a.s32.s32)
-with S = sum(u * q) of the integer dot products and X = dx * sum(q) from the quantizer.
+against ~30 for the packed-fp16 GEMV. Integer group sums become fp32 once per group and row,
+e.g. d (dx S - 8 X) for q4_0, d sc dx S - dmin m X for q4_k, with S = sum(u * q) of the
+integer dot products and X = dx * sum(q) from the quantizer. The format-specific parts (the
+loads, the byte split, the group formula) are each format's `dp4a_load` and `dp4a_group`
+(`kernels/quant/q*_triton.py`, built on `quant/dp4a_ops_triton.py`), passed to the kernels as
+constexpr arguments (`format_constexprs`).
 This is llama.cpp's MMVQ idea in Triton; the activation rounding (|error| <= dx / 2 per
 element) is the same as its q8_1 path. EMU = 1 runs plain integer Triton ops instead of the
 PTX `dp4a` (the interpreter executes no inline asm).
@@ -26,185 +27,26 @@ import triton
 import triton.language as tl
 
 from localllm.kernels.linear.gemv_core_triton import _write_out, plane_args
-from localllm.kernels.linear.half2_triton import _split4
-from localllm.kernels.quant import kernel_facts
+from localllm.kernels.quant import kernel_facts, triton_hooks
 
 
 @triton.jit
-def _byte(v, I: tl.constexpr, SIGNED: tl.constexpr):  # noqa: E741
-    if SIGNED:
-        b = (v << (24 - 8 * I)) >> 24
-    else:
-        b = (v >> (8 * I)) & 255
-    return b
-
-
-@triton.jit
-def _dp4a(acc, a, b, EMU: tl.constexpr, SIGNED: tl.constexpr = False):
-    """acc + sum over the 4 bytes of a (unsigned, or signed if SIGNED) times those of b
-    (signed), int32."""
-    if EMU:
-        for i in tl.static_range(4):
-            acc += _byte(a, i, SIGNED) * _byte(b, i, True)
-    elif SIGNED:
-        acc = tl.inline_asm_elementwise("dp4a.s32.s32 $0, $1, $2, $3;", "=r,r,r,r", [a, b, acc],
-                                        dtype=tl.int32, is_pure=True, pack=1)  # fmt: skip
-    else:
-        acc = tl.inline_asm_elementwise("dp4a.u32.s32 $0, $1, $2, $3;", "=r,r,r,r", [a, b, acc],
-                                        dtype=tl.int32, is_pure=True, pack=1)  # fmt: skip
-    return acc
-
-
-@triton.jit
-def _nibbles(FMT: tl.constexpr, wd, e):
-    """A packed word -> (lo, hi): byte j of lo = field 2 j, of hi = field 2 j + 1, unsigned,
-    with Q5_K's 5th bit (e: byte, bit s) or Q6_K's top two bits (e: int16, bits 2 s, 2 s + 1)."""
-    lo = wd & 0x0F0F0F0F
-    hi = (wd >> 4) & 0x0F0F0F0F
-    if FMT == 3:  # bit 2 j -> bit 8 j + 4 (and 2 j + 1 -> 8 j + 4): one multiply spreads them
-        lo |= ((e & 0x55) * 0x410410) & 0x10101010
-        hi |= ((e & 0xAA) * 0x208208) & 0x10101010
-    elif FMT == 4:  # nibble j of e (fields 2 j, 2 j + 1) -> low nibble of byte j
-        s = (e & 0xF) | ((e & 0xF0) << 4) | ((e & 0xF00) << 8) | ((e & 0xF000) << 12)
-        lo |= (s << 4) & 0x30303030
-        hi |= (s << 2) & 0x30303030
-    return lo, hi
-
-
-@triton.jit
-def _ld(ptr, mask):
-    return tl.load(ptr, mask=mask, other=0)
-
-
-@triton.jit
-def _pair(p, r2, g2, m3, G):
-    """Two [NG, BN] from a plane with two bytes per group. Loaded as [NG, BN, 2], so Triton
-    gives them the thread layout of the words (an int16 load, contiguous along the groups,
-    would get another one and a shared-memory conversion every step)."""
-    o = (r2 * (G * 2) + g2 * 2)[:, :, None] + tl.arange(0, 2)[None, None, :]
-    return tl.split(_ld(p + o, m3))
-
-
-@triton.jit
-def _load_step(FMT: tl.constexpr, p0, p1, p2, p3, p4, rows, g, gmask, G):
-    """The planes of groups g [NG] of rows [BN], as [NG, BN] tensors (words [NG, BN, 4]): groups
-    along the lanes, rows in each thread's registers (they share its activations).
-    -> (words, extra bits, scale0, min0, scale1, min1), fp32 scales."""
-    r2 = rows[None, :]  # [1, BN]
-    g2 = g[:, None]  # [NG, 1]
-    m2 = gmask[:, None]
-    m3 = gmask[:, None, None]
-    o4 = (r2 * (G * 4) + g2 * 4)[:, :, None] + tl.arange(0, 4)[None, None, :]  # [NG, BN, 4]
-    osb = r2 * (G // 8) + g2 // 8  # one entry per 256-element super-block
-    wd = _ld(p0 + o4, m3)
-    if FMT == 0:  # q8_0: d fp16 [N, G / 2] (16-element groups)
-        s0 = _ld(p1 + r2 * (G // 2) + g2 // 2, m2).to(tl.float32)
-        e, m0, s1, m1 = wd, s0, s0, s0
-    elif FMT == 1:  # q4_0: d fp16 [N, G], reverse group order
-        s0 = _ld(p1 + r2 * G + (G - 1 - g2), m2).to(tl.float32)
-        e, m0, s1, m1 = wd, s0, s0, s0
-    elif FMT == 2 or FMT == 3:  # q4_k / q5_k: (scale, min) bytes [N, 2G], d / dmin [N, G / 8]
-        sc, mn = _pair(p1, r2, g2, m3, G)
-        dd = _ld(p2 + osb, m2).to(tl.float32)
-        dm = _ld(p3 + osb, m2).to(tl.float32)
-        s0 = dd * sc.to(tl.float32)
-        m0 = dm * mn.to(tl.float32)
-        s1, m1 = s0, m0
-        if FMT == 3:
-            e = _ld(p4 + o4, m3).to(tl.int32)  # qh: one byte per word
-        else:
-            e = wd
-    elif FMT >= 5:  # awq: s fp16, z uint8 [N, G / R] (R: 32-element groups per AWQ group)
-        R: tl.constexpr = 4 if FMT == 5 else 2
-        oq = r2 * (G // R) + g2 // R
-        s0 = _ld(p1 + oq, m2).to(tl.float32)
-        m0 = s0 * _ld(p2 + oq, m2).to(tl.float32)
-        e, s1, m1 = wd, s0, m0
-    else:  # q6_k: qh int16 [N, 4G], sc int8 pairs [N, 2G], d [N, G / 8]
-        e = _ld(p1 + o4, m3).to(tl.int32)
-        sc0, sc1 = _pair(p2, r2, g2, m3, G)
-        dd = _ld(p3 + osb, m2).to(tl.float32)
-        s0 = dd * sc0.to(tl.float32)
-        s1 = dd * sc1.to(tl.float32)
-        m0, m1 = s0, s1
-    return wd, e, s0, m0, s1, m1
-
-
-@triton.jit
-def _act_words(xw, g, gmask, OFF: tl.constexpr, STRIDE: tl.constexpr):
-    """Four int32 [NG, 1]: words OFF..OFF+3 of each group g (STRIDE words per group)."""
-    ptr = xw + (g[:, None] * STRIDE + OFF + tl.arange(0, 4)[None, :])[:, None, :]  # [NG, 1, 4]
-    return _split4(tl.load(ptr, mask=gmask[:, None, None], other=0))
-
-
-@triton.jit
-def _group_sums(FMT: tl.constexpr, words, extra, xw, g, gmask, EMU: tl.constexpr):
-    """Integer dot products [NG, BN] of each group: (S, S1) (S1: Q6_K's second half)."""
-    w0, w1, w2, w3 = _split4(words)
-    s = tl.zeros(w0.shape, dtype=tl.int32)
-    s1 = s
-    if FMT == 0:  # 16-element groups, 4 words of 4 bytes each
-        a0, a1, a2, a3 = _act_words(xw, g, gmask, 0, 4)
-        s = _dp4a(s, w0, a0, EMU, True)
-        s = _dp4a(s, w1, a1, EMU, True)
-        s = _dp4a(s, w2, a2, EMU, True)
-        s = _dp4a(s, w3, a3, EMU, True)
-    else:
-        e0, e1, e2, e3 = _split4(extra)
-        l0, l1, l2, l3 = _act_words(xw, g, gmask, 0, 8)  # low nibbles' activations
-        h0, h1, h2, h3 = _act_words(xw, g, gmask, 4, 8)  # high nibbles'
-        if FMT == 4:  # bytes 0, 1 of each word are elements 0..15, bytes 2, 3 16..31
-            s = _word_dot(4, s, w0, e0, l0 & 0xFFFF, h0 & 0xFFFF, EMU)
-            s = _word_dot(4, s, w1, e1, l1 & 0xFFFF, h1 & 0xFFFF, EMU)
-            s = _word_dot(4, s, w2, e2, l2 & 0xFFFF, h2 & 0xFFFF, EMU)
-            s = _word_dot(4, s, w3, e3, l3 & 0xFFFF, h3 & 0xFFFF, EMU)
-            s1 = _word_dot(4, s1, w0, e0, l0 & -65536, h0 & -65536, EMU)
-            s1 = _word_dot(4, s1, w1, e1, l1 & -65536, h1 & -65536, EMU)
-            s1 = _word_dot(4, s1, w2, e2, l2 & -65536, h2 & -65536, EMU)
-            s1 = _word_dot(4, s1, w3, e3, l3 & -65536, h3 & -65536, EMU)
-        else:
-            s = _word_dot(FMT, s, w0, e0, l0, h0, EMU)
-            s = _word_dot(FMT, s, w1, e1, l1, h1, EMU)
-            s = _word_dot(FMT, s, w2, e2, l2, h2, EMU)
-            s = _word_dot(FMT, s, w3, e3, l3, h3, EMU)
-    return s, s1
-
-
-@triton.jit
-def _word_dot(FMT: tl.constexpr, acc, wd, e, xl, xh, EMU: tl.constexpr):
-    lo, hi = _nibbles(FMT, wd, e)
-    return _dp4a(_dp4a(acc, lo, xl, EMU), hi, xh, EMU)
-
-
-@triton.jit
-def _dp4a_dot(xw, xs, p0, p1, p2, p3, p4, rows, G, g_lo, g_hi, FMT: tl.constexpr,
-              BN: tl.constexpr, NG: tl.constexpr, EMU: tl.constexpr):  # fmt: skip
+def _dp4a_dot(xw, xs, p0, p1, p2, p3, p4, rows, G, g_lo, g_hi, LOAD: tl.constexpr,
+              GROUP: tl.constexpr, BN: tl.constexpr, NG: tl.constexpr, EMU: tl.constexpr):  # fmt: skip
     """fp32 [BN]: weight rows `rows` [BN] (int64) dotted with the int8 activations (xw: the
-    row's int32 words, xs: its group stats) over groups [g_lo, g_hi)."""
+    row's int32 words, xs: its group stats) over groups [g_lo, g_hi); LOAD and GROUP: the
+    format's `dp4a_load` and `dp4a_group`."""
     acc = tl.zeros([NG, BN], dtype=tl.float32)  # per-group partials, summed at the end
     n_steps = tl.cdiv(tl.maximum(g_hi - g_lo, 0), NG)
     # the loads of step i + 1 are in flight while step i computes
     g = g_lo + tl.arange(0, NG)  # [NG]
-    w, e, s0, m0, s1, m1 = _load_step(FMT, p0, p1, p2, p3, p4, rows, g, g < g_hi, G)
+    w, e, s0, m0, s1, m1 = LOAD(p0, p1, p2, p3, p4, rows, g, g < g_hi, G)
     for _ in range(n_steps):
         gn = g + NG
-        nw, ne, ns0, nm0, ns1, nm1 = _load_step(FMT, p0, p1, p2, p3, p4, rows, gn, gn < g_hi, G)
+        nw, ne, ns0, nm0, ns1, nm1 = LOAD(p0, p1, p2, p3, p4, rows, gn, gn < g_hi, G)
         gmask = g < g_hi
-        si, si1 = _group_sums(FMT, w, e, xw, g, gmask, EMU)  # int32 [NG, BN]
-        if FMT == 0:  # one activation group (and scale) per two weight groups
-            dx = tl.load(xs + (g // 2) * 4, mask=gmask, other=0.0)[:, None]
-            acc += s0 * dx * si.to(tl.float32)
-        else:
-            xp = xs + (g * 4)[:, None, None] + tl.arange(0, 4)[None, None, :]  # [NG, 1, 4]
-            dx, x_all, x_lo, x_hi = _split4(tl.load(xp, mask=gmask[:, None, None], other=0.0))
-            if FMT == 1:
-                acc += s0 * (dx * si.to(tl.float32) - 8.0 * x_all)
-            elif FMT == 4:
-                acc += s0 * (dx * si.to(tl.float32) - 32.0 * x_lo)
-                acc += s1 * (dx * si1.to(tl.float32) - 32.0 * x_hi)
-            else:
-                acc += s0 * dx * si.to(tl.float32) - m0 * x_all
-        w, e, s0, m0, s1, m1 = nw, ne, ns0, nm0, ns1, nm1  # noqa: F841 (m1: uniform tuple)
+        acc = GROUP(acc, w, e, s0, m0, s1, m1, xw, xs, g, gmask, EMU)
+        w, e, s0, m0, s1, m1 = nw, ne, ns0, nm0, ns1, nm1
         g = gn
     return tl.sum(acc, axis=0)
 
@@ -213,8 +55,8 @@ def _dp4a_dot(xw, xs, p0, p1, p2, p3, p4, rows, G, g_lo, g_hi, FMT: tl.constexpr
 def _dp4a_kernel(
     xq_ptr, xs_ptr, out_ptr, bias_ptr, p0, p1, p2, p3, p4,
     N, G, per_split, stride_xw, stride_xs, stride_om,
-    FMT: tl.constexpr, BN: tl.constexpr, NG: tl.constexpr, ATOMIC: tl.constexpr,
-    HAS_BIAS: tl.constexpr, EMU: tl.constexpr,
+    LOAD: tl.constexpr, GROUP: tl.constexpr, BN: tl.constexpr, NG: tl.constexpr,
+    ATOMIC: tl.constexpr, HAS_BIAS: tl.constexpr, EMU: tl.constexpr,
 ):  # fmt: skip
     """out [T, N] (+)= dequant(xq, xs) [T, K] @ W^T: program (n, m, k) owns weight rows
     [n BN, n BN + BN), activation row m and groups [k per_split, (k + 1) per_split) (groups
@@ -229,7 +71,7 @@ def _dp4a_kernel(
     xs = xs_ptr + pid_m.to(tl.int64) * stride_xs
     g_lo = pid_k * per_split
     g_hi = tl.minimum(g_lo + per_split, G)
-    res = _dp4a_dot(xw, xs, p0, p1, p2, p3, p4, rows, G, g_lo, g_hi, FMT, BN, NG, EMU)
+    res = _dp4a_dot(xw, xs, p0, p1, p2, p3, p4, rows, G, g_lo, g_hi, LOAD, GROUP, BN, NG, EMU)
     optrs = out_ptr + pid_m.to(tl.int64) * stride_om + offs_n
     _write_out(res, optrs, mask_n, bias_ptr, offs_n, mask_n, pid_k, HAS_BIAS, ATOMIC)
 
@@ -240,7 +82,8 @@ def _dp4a_rope_kernel(
     POS, CS, SLOT, KC, VC,
     GA, GB, pairs_a, head0, stride_xw, stride_xs, stride_om, stride_cs,
     stride_cb, stride_ch, stride_ct, n_q_heads, n_kv_heads,
-    FMT_A: tl.constexpr, FMT_B: tl.constexpr, NG: tl.constexpr, HEAD_DIM: tl.constexpr,
+    LOAD_A: tl.constexpr, GROUP_A: tl.constexpr, LOAD_B: tl.constexpr, GROUP_B: tl.constexpr,
+    NG: tl.constexpr, HEAD_DIM: tl.constexpr,
     BLOCK_SIZE: tl.constexpr, INTERLEAVED: tl.constexpr, HAS_BIAS: tl.constexpr,
     EMU: tl.constexpr,
 ):  # fmt: skip
@@ -266,9 +109,11 @@ def _dp4a_rope_kernel(
     xw = xq_ptr.to(tl.pointer_type(tl.int32)) + t * stride_xw
     xs = xs_ptr + t * stride_xs
     if in_a:
-        res = _dp4a_dot(xw, xs, pa0, pa1, pa2, pa3, pa4, rows, GA, 0, GA, FMT_A, 2, NG, EMU)
+        res = _dp4a_dot(xw, xs, pa0, pa1, pa2, pa3, pa4, rows, GA, 0, GA, LOAD_A, GROUP_A, 2, NG,
+                        EMU)  # fmt: skip
     else:
-        res = _dp4a_dot(xw, xs, pb0, pb1, pb2, pb3, pb4, rows, GB, 0, GB, FMT_B, 2, NG, EMU)
+        res = _dp4a_dot(xw, xs, pb0, pb1, pb2, pb3, pb4, rows, GB, 0, GB, LOAD_B, GROUP_B, 2, NG,
+                        EMU)  # fmt: skip
     h = head0 + tl.where(in_a, hl, hl + pairs_a // HALF)  # head in q | k | v
     col = h * HEAD_DIM + o  # [2] output columns
     if HAS_BIAS:
@@ -317,6 +162,31 @@ def dp4a_config(fmt: str, n: int, k: int, num_sms: int) -> Dp4aConfig:
     return Dp4aConfig(cfg.bn, 1, 1, min(steps, triton.cdiv(2 * num_sms, ctas)))
 
 
+def split_groups(cfg: Dp4aConfig, groups: int) -> tuple[int, int, int]:
+    """(NG groups per K step, groups per split, splits) of a launch over `groups` groups."""
+    ng = min(32 * cfg.warps * cfg.gpt, triton.next_power_of_2(groups))
+    per_split = triton.cdiv(triton.cdiv(groups, ng), cfg.split) * ng
+    return ng, per_split, triton.cdiv(groups, per_split)
+
+
+def _emu() -> bool:
+    """EMU constexpr: plain Triton integer ops instead of the dp4a PTX (the interpreter)."""
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def format_constexprs(fmt: str, suffix: str = "") -> dict[str, object]:
+    """The format's constexpr arguments of the dp4a kernels (`suffix`: "_A"/"_B" of the
+    two weights of `_dp4a_rope_kernel`)."""
+    hooks = triton_hooks(fmt)
+    return {"LOAD" + suffix: hooks.dp4a_load, "GROUP" + suffix: hooks.dp4a_group}
+
+
+def kernel_constexprs(fmt: str, bn: int, ng: int, atomic: bool, has_bias: bool,
+                      emu: bool) -> dict[str, object]:  # fmt: skip
+    """The constexpr arguments of `_dp4a_kernel` for one launch."""
+    return dict(**format_constexprs(fmt), BN=bn, NG=ng, ATOMIC=atomic, HAS_BIAS=has_bias, EMU=emu)
+
+
 def dp4a_launch(
     xq: torch.Tensor,  # int8 [T, K] (quant_act, the format's `act_layout`)
     xs: torch.Tensor,  # fp32 [T, K / 32, 4]
@@ -332,9 +202,7 @@ def dp4a_launch(
     if k % f.min_k or not xq.is_contiguous() or not xs.is_contiguous():
         raise ValueError(f"dp4a: K={k} must be a multiple of {f.min_k}, inputs contiguous")
     groups = k // f.group
-    ng = min(32 * cfg.warps * cfg.gpt, triton.next_power_of_2(groups))
-    per_split = triton.cdiv(triton.cdiv(groups, ng), cfg.split) * ng
-    split = triton.cdiv(groups, per_split)
+    ng, per_split, split = split_groups(cfg, groups)
     dtype = torch.float32 if split > 1 else out_dtype
     out = (torch.zeros if split > 1 else torch.empty)((t, n), device=xq.device, dtype=dtype)
     if t == 0:
@@ -343,8 +211,8 @@ def dp4a_launch(
     _dp4a_kernel[grid](
         xq, xs, out, bias if bias is not None else out, *plane_args(planes),
         n, groups, per_split, k // 4, xs.stride(0), out.stride(0),
-        FMT=f.code, BN=cfg.bn, NG=ng, ATOMIC=split > 1, HAS_BIAS=bias is not None,
-        EMU=os.environ.get("TRITON_INTERPRET") == "1", num_warps=cfg.warps, num_stages=1,
+        **kernel_constexprs(fmt, cfg.bn, ng, split > 1, bias is not None, _emu()),
+        num_warps=cfg.warps, num_stages=1,
     )  # fmt: skip
     return out if split == 1 else out.to(out_dtype)
 
@@ -386,8 +254,8 @@ def dp4a_rope_launch(
         xq, xs, out, bias if bias is not None else out, *plane_args(pa), *plane_args(pb), positions, cos_sin,
         slot_mapping, k_cache, v_cache, groups(fa), groups(fb), na // 2, head0, k // 4,
         xs.stride(0), out.stride(0), cos_sin.stride(0), *k_cache.stride()[:3], n_q_heads,
-        n_kv_heads, FMT_A=kernel_facts(fa).code, FMT_B=kernel_facts(fb).code,
+        n_kv_heads, **format_constexprs(fa, "_A"), **format_constexprs(fb, "_B"),
         NG=min(64, triton.next_power_of_2(min(groups(fa), groups(fb)))), HEAD_DIM=head_dim,
         BLOCK_SIZE=k_cache.shape[2], INTERLEAVED=bool(interleaved), HAS_BIAS=bias is not None,
-        EMU=os.environ.get("TRITON_INTERPRET") == "1", num_warps=2, num_stages=1,
+        EMU=_emu(), num_warps=2, num_stages=1,
     )  # fmt: skip

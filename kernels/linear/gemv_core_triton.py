@@ -1,10 +1,11 @@
 """Shared Triton pieces of qlinear: bit-field decoding and the per-mode consumer of a tile.
 
 A tile is `NG` groups of W * F elements (along K) of `BN` weight rows, held as int32 words
-`[BN, NG, W]` (layout in `kernels/quant/planes.py`): field s of word w of group g is
-element `W F g + W s + w`. A field is decoded without int->float conversion: its bits are moved
-to the top of a float32 mantissa with exponent 0, giving `v = 1 + u / QB` (u the unsigned
-quant, QB = 2^bits) in one shift and one mask. With a format's scale and min per group,
+`[BN, NG, W]` (layout in `kernels/quant/planes.py`), loaded by the format's `load_tile` (LOAD):
+field s of word w of group g is element `W F g + W s + w`. The format's `field` (FIELD)
+decodes a field without int->float conversion: its bits are moved to the top of a float32
+mantissa with exponent 0, giving `v = 1 + u / QB` (u the unsigned quant, QB = 2^bits) in one
+shift and one mask. With a format's scale and min per group,
     weight = scale * q - mins,  q = QB * v - QC  (exact; QC = QB + the format's zero point)
 so, with P = sum(v * x) and X = sum(x) over a group,
     sum(weight * x) = (scale * QB) * P - (scale * QC + mins) * X
@@ -26,35 +27,12 @@ MODE_STORE = 2
 
 
 @triton.jit
-def _bits(words, LO: tl.constexpr, WIDTH: tl.constexpr, DST: tl.constexpr):
-    """Bits [LO, LO + WIDTH) of each int32 moved to [DST, DST + WIDTH); all others 0."""
-    if LO > DST:
-        f = words >> (LO - DST)
-    elif LO < DST:
-        f = words << (DST - LO)
-    else:
-        f = words
-    return f & (((1 << WIDTH) - 1) << DST)
-
-
-@triton.jit
-def _unit(mantissa):
-    """int32 with only mantissa bits set -> float32 1 + mantissa / 2^23, in [1, 2)."""
-    return (mantissa | 0x3F800000).to(tl.float32, bitcast=True)
-
-
-@triton.jit
-def _field(FMT: tl.constexpr, words, extra, S: tl.constexpr):
-    """v = 1 + u / QB of field S of every word [BN, NG, W] (FMT: `KernelFacts.code`)."""
-    if FMT == 0:  # q8_0: bytes, sign bit flipped at load (u = q + 128)
-        v = _unit(_bits(words, 8 * S, 8, 15))
-    elif FMT <= 2 or FMT >= 5:  # q4_0, q4_k, awq: nibbles
-        v = _unit(_bits(words, 4 * S, 4, 19))
-    elif FMT == 3:  # q5_k: nibble + 1 high bit per field (extra: one byte per word)
-        v = _unit(_bits(words, 4 * S, 4, 18) | _bits(extra, S, 1, 22))
-    else:  # q6_k: nibble + 2 high bits per field (extra: one int16 per word)
-        v = _unit(_bits(words, 4 * S, 4, 17) | _bits(extra, 2 * S, 2, 21))
-    return v
+def _load_tile(LOAD: tl.constexpr, p0, p1, p2, p3, p4, rows, g0, g_hi, G, NG: tl.constexpr):
+    """Planes of groups [g0, g0 + NG) of the rows, masked to g < g_hi, by the format's
+    `load_tile` (LOAD): (words, extra, scale0, mins0, scale1, mins1), see `quant/base.py`."""
+    g = g0 + tl.arange(0, NG)  # [NG]
+    gmask = g < g_hi
+    return LOAD(p0, p1, p2, p3, p4, rows, g, gmask, G, True)
 
 
 def plane_args(planes: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -78,19 +56,18 @@ def _write_out(res, optrs, omask, bias_ptr, offs_n, mask_n, pid_k, HAS_BIAS: tl.
 
 
 @triton.jit
-def _vec(acc, FMT: tl.constexpr, words, extra, sc0, mn0, sc1, mn1, kidx, gmask, xb,
+def _vec(acc, FIELD: tl.constexpr, words, extra, sc0, mn0, sc1, mn1, kidx, gmask, xb,
          W: tl.constexpr, F: tl.constexpr, QB: tl.constexpr, QC: tl.constexpr,
-         HAS_MIN: tl.constexpr, MASKED: tl.constexpr):  # fmt: skip
-    """acc [BN, NG] += per-group partial dot products with one x row. Q6_K (FMT 4) has two
-    scales per group: fields 0..F/2-1 use (sc0, mn0), the rest (sc1, mn1)."""
-    TWO: tl.constexpr = FMT == 4
+         HAS_MIN: tl.constexpr, TWO: tl.constexpr, MASKED: tl.constexpr):  # fmt: skip
+    """acc [BN, NG] += per-group partial dot products with one x row. TWO (a format with
+    `two_scales`): fields 0..F/2-1 use (sc0, mn0), the rest (sc1, mn1)."""
     p0 = tl.zeros(words.shape, dtype=tl.float32)  # [BN, NG, W]
     x0 = tl.zeros(kidx.shape, dtype=tl.float32)  # [NG, W]
     p1 = p0
     x1 = x0
     for s in tl.static_range(F):
         xs = _ld(xb + kidx + s * W, gmask[:, None], MASKED).to(tl.float32)  # [NG, W]
-        v = _field(FMT, words, extra, s)
+        v = FIELD(words, extra, s)
         if TWO and s >= F // 2:
             p1 += v * xs[None, :, :]
             x1 += xs
@@ -107,10 +84,10 @@ def _vec(acc, FMT: tl.constexpr, words, extra, sc0, mn0, sc1, mn1, kidx, gmask, 
 
 
 @triton.jit
-def _weights(FMT: tl.constexpr, words, extra, sc0, mn0, sc1, mn1, S: tl.constexpr,
+def _weights(FIELD: tl.constexpr, words, extra, sc0, mn0, sc1, mn1, S: tl.constexpr,
              F: tl.constexpr, QB: tl.constexpr, QC: tl.constexpr, HAS_MIN: tl.constexpr):  # fmt: skip
     """fp32 weights [BN, NG, W] of field S, computed like the torch reference."""
-    q = _field(FMT, words, extra, S) * QB - QC  # exact small integers
+    q = FIELD(words, extra, S) * QB - QC  # exact small integers
     if S < F // 2:
         w = q * sc0[:, :, None]
         if HAS_MIN:
@@ -123,20 +100,20 @@ def _weights(FMT: tl.constexpr, words, extra, sc0, mn0, sc1, mn1, S: tl.constexp
 
 
 @triton.jit
-def _consume(acc, FMT: tl.constexpr, words, extra, sc0, mn0, sc1, mn1, g, g_hi,
+def _consume(acc, FIELD: tl.constexpr, words, extra, sc0, mn0, sc1, mn1, g, g_hi,
              xb, stride_xm, offs_m, mask_m, wo, mask_n,
              MODE: tl.constexpr, BN: tl.constexpr, NG: tl.constexpr, W: tl.constexpr,
              F: tl.constexpr, QB: tl.constexpr, QC: tl.constexpr, HAS_MIN: tl.constexpr,
-             MASKED: tl.constexpr):  # fmt: skip
+             TWO: tl.constexpr, MASKED: tl.constexpr):  # fmt: skip
     """Feed one decoded tile to the GEMV (MODE_VEC), tl.dot (MODE_DOT) or the workspace."""
     kidx = g[:, None] * (W * F) + tl.arange(0, W)[None, :]  # [NG, W] element of field 0
     gmask = g < g_hi  # [NG]
     if MODE == 0:
-        acc = _vec(acc, FMT, words, extra, sc0, mn0, sc1, mn1, kidx, gmask, xb, W, F, QB, QC,
-                   HAS_MIN, MASKED)  # fmt: skip
+        acc = _vec(acc, FIELD, words, extra, sc0, mn0, sc1, mn1, kidx, gmask, xb, W, F, QB, QC,
+                   HAS_MIN, TWO, MASKED)  # fmt: skip
     else:
         for s in tl.static_range(F):
-            w = _weights(FMT, words, extra, sc0, mn0, sc1, mn1, s, F, QB, QC, HAS_MIN)
+            w = _weights(FIELD, words, extra, sc0, mn0, sc1, mn1, s, F, QB, QC, HAS_MIN)
             if MODE == 1:
                 k2 = tl.reshape(kidx + s * W, [NG * W])  # [NG * W]
                 xmask = mask_m[:, None]

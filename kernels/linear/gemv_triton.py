@@ -6,7 +6,9 @@ rows and streams their packed words once with 16-byte loads, NG groups of 32 ele
 scales applied once per group; split-K over programs with fp32 atomics only when N is small.
 With fp16 x (formats with a `h2_center`) MODE_VEC decodes the words two fields per register and
 multiplies in packed fp16 (`half2_triton`, `QLinearConfig.half2`). Configs depend on shapes
-only (CUDA-graph capturable); the tables are each format's `Tuning` (`kernels/quant/`).
+only (CUDA-graph capturable); the tables are each format's `Tuning` (`kernels/quant/`). The
+format's decode functions (`load_tile`, `field`, `h2_word`, `quant`) and facts come in as
+constexpr arguments (`kernel_constexprs`).
 """
 
 from __future__ import annotations
@@ -23,25 +25,28 @@ from localllm.kernels.linear.gemv_core_triton import (
     MODE_STORE,
     MODE_VEC,
     _consume,
+    _load_tile,
     _write_out,
 )
 from localllm.kernels.linear.half2_triton import _vec_h2
 from localllm.kernels.plan import DOT_MAX_T
-from localllm.kernels.quant import kernel_facts
-from localllm.kernels.quant.tiles_triton import _load_tile
+from localllm.kernels.quant import kernel_facts, triton_hooks
 
 
 @triton.jit
 def _qlinear_kernel(
     x_ptr, out_ptr, bias_ptr, p0, p1, p2, p3, p4,
     T, N, G, stride_xm, stride_om, per_split,
-    FMT: tl.constexpr, MODE: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+    LOAD: tl.constexpr, FIELD: tl.constexpr, H2_WORD: tl.constexpr, QUANT: tl.constexpr,
+    MODE: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
     NG: tl.constexpr, W: tl.constexpr, F: tl.constexpr, QB: tl.constexpr, QC: tl.constexpr,
-    HAS_MIN: tl.constexpr, ATOMIC: tl.constexpr, HAS_BIAS: tl.constexpr, H2: tl.constexpr,
+    HAS_MIN: tl.constexpr, TWO: tl.constexpr, Z: tl.constexpr, ATOMIC: tl.constexpr,
+    HAS_BIAS: tl.constexpr, H2: tl.constexpr,
 ):  # fmt: skip
     """out [T, N] = x [T, K] @ W^T (+ bias), K = W F G; program (n, m, k) owns rows
     [n BN, n BN + BN), x rows [m BM, m BM + BM) and groups [k per_split, (k + 1) per_split).
-    MODE_STORE: out [N, K] = W."""
+    MODE_STORE: out [N, K] = W. The format: its Triton functions LOAD (`load_tile`), FIELD,
+    H2_WORD, QUANT and its facts W, F, QB, QC, HAS_MIN, TWO, Z (`kernel_constexprs`)."""
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     pid_k = tl.program_id(2)
@@ -61,18 +66,18 @@ def _qlinear_kernel(
     n_steps = tl.cdiv(tl.maximum(g_hi - g_lo, 0), NG)
     # software pipelining by hand: the loads of step i + 1 are in flight while step i computes
     # (the last prefetch is fully masked off and reads nothing)
-    w, e, s0, m0, s1, m1 = _load_tile(FMT, p0, p1, p2, p3, p4, rows, g_lo, g_hi, G, NG)
+    w, e, s0, m0, s1, m1 = _load_tile(LOAD, p0, p1, p2, p3, p4, rows, g_lo, g_hi, G, NG)
     for i in range(n_steps):
         g0 = g_lo + i * NG
-        nw, ne, ns0, nm0, ns1, nm1 = _load_tile(FMT, p0, p1, p2, p3, p4, rows, g0 + NG, g_hi, G,
+        nw, ne, ns0, nm0, ns1, nm1 = _load_tile(LOAD, p0, p1, p2, p3, p4, rows, g0 + NG, g_hi, G,
                                                 NG)  # fmt: skip
         g = g0 + tl.arange(0, NG)  # [NG]
         if H2 > 0:  # MODE_VEC with fp16 x: packed-fp16 decode (half2_triton)
-            acc = _vec_h2(acc, FMT, w, e, s0, m0, s1, m1, g, g < g_hi, xb, QB, QC, HAS_MIN, H2,
-                          True)  # fmt: skip
+            acc = _vec_h2(acc, H2_WORD, QUANT, w, e, s0, m0, s1, m1, g, g < g_hi, xb, QB, QC,
+                          HAS_MIN, H2, Z, True)  # fmt: skip
         else:
-            acc = _consume(acc, FMT, w, e, s0, m0, s1, m1, g, g_hi, xb, stride_xm, offs_m,
-                           mask_m, wo, mask_n, MODE, BN, NG, W, F, QB, QC, HAS_MIN,
+            acc = _consume(acc, FIELD, w, e, s0, m0, s1, m1, g, g_hi, xb, stride_xm, offs_m,
+                           mask_m, wo, mask_n, MODE, BN, NG, W, F, QB, QC, HAS_MIN, TWO,
                            True)  # fmt: skip
         w, e, s0, m0, s1, m1 = nw, ne, ns0, nm0, ns1, nm1
     if MODE != 2:
@@ -155,3 +160,14 @@ def store_config(fmt: str, k: int) -> QLinearConfig:
     tile = _fit_tile(tile_k, k)
     split = triton.cdiv(k, tile) if split_k else 1
     return QLinearConfig(MODE_STORE, 1, 8, tile, split=split, warps=warps)
+
+
+def kernel_constexprs(fmt: str, cfg: QLinearConfig, h2: int, has_bias: bool) -> dict[str, object]:
+    """The constexpr arguments of `_qlinear_kernel` for one launch (`h2`: the H2 mode)."""
+    f, hooks = kernel_facts(fmt), triton_hooks(fmt)
+    return dict(
+        LOAD=hooks.load_tile, FIELD=hooks.field, H2_WORD=hooks.h2_word, QUANT=hooks.quant,
+        MODE=cfg.mode, BM=cfg.bm, BN=cfg.bn, NG=cfg.tile // f.group, W=f.words, F=f.fields,
+        QB=float(1 << f.qbits), QC=f.qc, HAS_MIN=f.has_min, TWO=f.two_scales,
+        Z=f.h2_center or 0, ATOMIC=cfg.split > 1, HAS_BIAS=has_bias, H2=h2,
+    )  # fmt: skip

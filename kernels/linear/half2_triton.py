@@ -2,7 +2,9 @@
 
 Same tile as `gemv_core_triton._vec` (words [BN, NG, 4] of one group of 32 elements per
 row and thread), but a word's 8 fields are decoded two at a time into one 32-bit register of
-two fp16 (the Marlin/ExLlama trick): `(word & 0x000F000F) | 0x64006400` is the fp16 pair
+two fp16 (the Marlin/ExLlama trick, `quant/h2_asm.py`; the PTX of a word is the format's
+`h2_word`, its plain-Triton twin is built from the format's `quant`):
+`(word & 0x000F000F) | 0x64006400` is the fp16 pair
 (1024 + field s, 1024 + field s + 4), `word & 0x00F000F0` the same times 16 for fields s + 1
 and s + 5 (scaled back by the fma that removes the bias). One packed subtract/fma leaves
 `q - Z` (Z centers the quants: |q - Z| <= 32), one packed fma multiplies it with the
@@ -18,146 +20,42 @@ Triton fp16 ops for the interpreter (inline asm does not run there) and for test
 
 from __future__ import annotations
 
-import numpy as np
 import triton
 import triton.language as tl
 
 from localllm.kernels.quant.loads_triton import _ld
+from localllm.kernels.quant.ops_triton import hi16 as _hi
+from localllm.kernels.quant.ops_triton import lo16 as _lo
+from localllm.kernels.quant.ops_triton import pack16 as _pack
+from localllm.kernels.quant.ops_triton import split4 as _split4
 
-
-def _h16(v: float) -> str:
-    """fp16 bits of v, twice, as a PTX 32-bit hex immediate."""
-    b = int(np.array(v, dtype=np.float16).view(np.uint16))
-    return f"0x{b:04X}{b:04X}"
-
-
-def _decode_asm(z: int, high: str) -> str:
-    """PTX lines leaving q - z of the fields (s, s + 4) of word $w as fp16 pairs in t0..t3
-    (s = 0..3); `high` ORs the extra bits into t0..t3 (already placed at the fields' bits 4, 5 /
-    8, 9). The caller declares the registers and names the word operand `$w`."""
-    return f"""mov.b32 c0, {_h16(1024 + z)};
-    mov.b32 c1, {_h16(-(64 + z))};
-    mov.b32 c16, 0x2C002C00;
-    shr.u32 v, $w, 8;
-    lop3.b32 t0, $w, 0x000F000F, 0x64006400, 0xEA;
-    lop3.b32 t1, $w, 0x00F000F0, 0x64006400, 0xEA;
-    lop3.b32 t2, v, 0x000F000F, 0x64006400, 0xEA;
-    lop3.b32 t3, v, 0x00F000F0, 0x64006400, 0xEA;
-    {high}
-    sub.rn.f16x2 t0, t0, c0;
-    fma.rn.f16x2 t1, t1, c16, c1;
-    sub.rn.f16x2 t2, t2, c0;
-    fma.rn.f16x2 t3, t3, c16, c1;"""
-
-
-def _word_asm(z: int, high: str) -> str:
-    """PTX: $0 = $1 + sum over the 8 fields of word $2 of (q - z) * x as fp16x2; $3..$6 the
-    activation pairs of fields (0, 4), (1, 5), (2, 6), (3, 7); `high` reads the extra bits
-    from $7 (`_decode_asm`). (lop3 with immLut 0xEA is (a & b) | c.)"""
-    return f"""{{
-    .reg .b32 a, t0, t1, t2, t3, h0, h1, h2, h3, v, c0, c1, c16, e2;
-    {_decode_asm(z, high).replace("$w", "$2")}
-    fma.rn.f16x2 a, t0, $3, $1;
-    fma.rn.f16x2 a, t1, $4, a;
-    fma.rn.f16x2 a, t2, $5, a;
-    fma.rn.f16x2 a, t3, $6, a;
-    mov.b32 $0, a;
-}}"""
-
-
-def _high_asm(spread: str, shifts: tuple[int, int, int, int], m_lo: str, m_hi: str) -> str:
-    """OR extra bits into t0..t3: e2 = `spread` of $7, then (e2 << shift) & mask per pair."""
-    lines = [spread]
-    for i, s in enumerate(shifts):
-        mask = m_lo if i % 2 == 0 else m_hi
-        lines += [f"shl.b32 h{i}, e2, {s};", f"and.b32 h{i}, h{i}, {mask};",
-                  f"or.b32 t{i}, t{i}, h{i};"]  # fmt: skip
-    return "\n    ".join(lines)
-
-
-# Q5_K: extra = one byte, bit s = 5th bit of field s; e2 = e | e << 12 puts field s + 4 at
-# bit 16 + s. Q6_K: extra = int16, bits 2s, 2s + 1 = top bits of field s; the PRMT copies byte
-# 1 (fields 4..7) to byte 2 (and drops the sign extension).
 _PRMT_LO = tl.constexpr("prmt.b32 $0, $1, $2, 0x5410;")  # (low half of $1, low half of $2)
 _PRMT_HI = tl.constexpr("prmt.b32 $0, $1, $2, 0x7632;")  # (high half of $1, high half of $2)
 _ADD2 = tl.constexpr("add.rn.f16x2 $0, $1, $2;")
-_Q4_ASM = tl.constexpr(_word_asm(8, ""))
-_Q5_ASM = tl.constexpr(
-    _word_asm(
-        16,
-        _high_asm(
-            "shl.b32 e2, $7, 12;\n    or.b32 e2, e2, $7;", (4, 7, 2, 5), "0x00100010", "0x01000100"
-        ),
-    )
-)
-_Q6_ASM = tl.constexpr(
-    _word_asm(
-        32, _high_asm("prmt.b32 e2, $7, $7, 0x1100;", (4, 6, 0, 2), "0x00300030", "0x03000300")
-    )
-)
 
 
 @triton.jit
-def _lo(v):
-    """fp16 in bits 0..15 of int32 v."""
-    return (v & 0xFFFF).to(tl.int16).to(tl.float16, bitcast=True)
+def _q_emul(QUANT: tl.constexpr, w, e, S: tl.constexpr, Z: tl.constexpr):
+    """q - Z of field S as fp16 (plain Triton, for H2 == 1; QUANT: the format's `quant`)."""
+    return (QUANT(w, e, S) - Z).to(tl.float16)
 
 
 @triton.jit
-def _hi(v):
-    """fp16 in bits 16..31 of int32 v."""
-    return (v >> 16).to(tl.int16).to(tl.float16, bitcast=True)
-
-
-@triton.jit
-def _pack(lo, hi):
-    """Two fp16 tensors -> int32 (lo in bits 0..15)."""
-    lo16 = lo.to(tl.int16, bitcast=True).to(tl.int32) & 0xFFFF
-    return lo16 | (hi.to(tl.int16, bitcast=True).to(tl.int32) << 16)
-
-
-@triton.jit
-def _q_emul(FMT: tl.constexpr, w, e, S: tl.constexpr, Z: tl.constexpr):
-    """q - Z of field S as fp16 (plain Triton, for H2 == 1)."""
-    q = (w >> (4 * S)) & 15
-    if FMT == 3:
-        q |= ((e >> S) & 1) << 4
-    elif FMT == 4:
-        q |= ((e >> (2 * S)) & 3) << 4
-    return (q - Z).to(tl.float16)
-
-
-@triton.jit
-def _word(FMT: tl.constexpr, acc, w, e, x0, x1, x2, x3, H2: tl.constexpr, Z: tl.constexpr):
-    """acc (fp16x2 as int32 [BN, NG]) += the word's 8 fields times pairs x0..x3 [1, NG]."""
+def _word(H2_WORD: tl.constexpr, QUANT: tl.constexpr, acc, w, e, x0, x1, x2, x3,
+          H2: tl.constexpr, Z: tl.constexpr):  # fmt: skip
+    """acc (fp16x2 as int32 [BN, NG]) += the word's 8 fields times pairs x0..x3 [1, NG]: the
+    format's `h2_word` PTX (H2 == 2), or its plain-Triton twin from `quant`."""
     if H2 == 2:
-        if FMT == 3:
-            acc = tl.inline_asm_elementwise(_Q5_ASM, "=r,r,r,r,r,r,r,r", [acc, w, x0, x1, x2, x3, e],
-                                            dtype=tl.int32, is_pure=True, pack=1)  # fmt: skip
-        elif FMT == 4:
-            acc = tl.inline_asm_elementwise(_Q6_ASM, "=r,r,r,r,r,r,r,r", [acc, w, x0, x1, x2, x3, e],
-                                            dtype=tl.int32, is_pure=True, pack=1)  # fmt: skip
-        else:
-            acc = tl.inline_asm_elementwise(_Q4_ASM, "=r,r,r,r,r,r,r", [acc, w, x0, x1, x2, x3],
-                                            dtype=tl.int32, is_pure=True, pack=1)  # fmt: skip
+        acc = H2_WORD(acc, w, e, x0, x1, x2, x3)
     else:
         a0 = _lo(acc)
         a1 = _hi(acc)
-        a0 += _q_emul(FMT, w, e, 0, Z) * _lo(x0) + _q_emul(FMT, w, e, 1, Z) * _lo(x1)
-        a0 += _q_emul(FMT, w, e, 2, Z) * _lo(x2) + _q_emul(FMT, w, e, 3, Z) * _lo(x3)
-        a1 += _q_emul(FMT, w, e, 4, Z) * _hi(x0) + _q_emul(FMT, w, e, 5, Z) * _hi(x1)
-        a1 += _q_emul(FMT, w, e, 6, Z) * _hi(x2) + _q_emul(FMT, w, e, 7, Z) * _hi(x3)
+        a0 += _q_emul(QUANT, w, e, 0, Z) * _lo(x0) + _q_emul(QUANT, w, e, 1, Z) * _lo(x1)
+        a0 += _q_emul(QUANT, w, e, 2, Z) * _lo(x2) + _q_emul(QUANT, w, e, 3, Z) * _lo(x3)
+        a1 += _q_emul(QUANT, w, e, 4, Z) * _hi(x0) + _q_emul(QUANT, w, e, 5, Z) * _hi(x1)
+        a1 += _q_emul(QUANT, w, e, 6, Z) * _hi(x2) + _q_emul(QUANT, w, e, 7, Z) * _hi(x3)
         acc = _pack(a0, a1)
     return acc
-
-
-@triton.jit
-def _split4(t):
-    """[A, B, 4] -> four [A, B] (in-thread: the 4 come from one 16-byte load)."""
-    a, b = tl.split(tl.reshape(t, (t.shape[0], t.shape[1], 2, 2)))  # a: 0, 2; b: 1, 3
-    t0, t2 = tl.split(a)
-    t1, t3 = tl.split(b)
-    return t0, t1, t2, t3
 
 
 @triton.jit
@@ -209,8 +107,8 @@ def _x_chunk(xw, g, gmask, C: tl.constexpr, MASKED: tl.constexpr):
 
 
 @triton.jit
-def _words_sum(FMT: tl.constexpr, words, extra, xw, g, gmask, H2: tl.constexpr,
-               Z: tl.constexpr, MASKED: tl.constexpr):  # fmt: skip
+def _words_sum(H2_WORD: tl.constexpr, QUANT: tl.constexpr, words, extra, xw, g, gmask,
+               H2: tl.constexpr, Z: tl.constexpr, MASKED: tl.constexpr):  # fmt: skip
     """fp16x2 group sums (int32 [BN, NG]) and fp32 X [1, NG] of the group's activations."""
     r0, r1, r2, r3 = _x_chunk(xw, g, gmask, 0, MASKED)  # int32 regs j = element pairs 2j, 2j+1
     r4, r5, r6, r7 = _x_chunk(xw, g, gmask, 1, MASKED)
@@ -220,27 +118,26 @@ def _words_sum(FMT: tl.constexpr, words, extra, xw, g, gmask, H2: tl.constexpr,
     e0, e1, e2, e3 = _split4(extra)
     # word w, field s: element 4s + w = half w % 2 of reg 2s + w // 2 (s + 4: reg 8 + 2s + ..)
     acc = tl.zeros(w0.shape, dtype=tl.int32)
-    acc = _word(FMT, acc, w0, e0, _pair(r0, r8, 0, H2), _pair(r2, r10, 0, H2), _pair(r4, r12, 0, H2),
+    acc = _word(H2_WORD, QUANT, acc, w0, e0, _pair(r0, r8, 0, H2), _pair(r2, r10, 0, H2), _pair(r4, r12, 0, H2),
                 _pair(r6, r14, 0, H2), H2, Z)  # fmt: skip
-    acc = _word(FMT, acc, w1, e1, _pair(r0, r8, 1, H2), _pair(r2, r10, 1, H2), _pair(r4, r12, 1, H2),
+    acc = _word(H2_WORD, QUANT, acc, w1, e1, _pair(r0, r8, 1, H2), _pair(r2, r10, 1, H2), _pair(r4, r12, 1, H2),
                 _pair(r6, r14, 1, H2), H2, Z)  # fmt: skip
-    acc = _word(FMT, acc, w2, e2, _pair(r1, r9, 0, H2), _pair(r3, r11, 0, H2), _pair(r5, r13, 0, H2),
+    acc = _word(H2_WORD, QUANT, acc, w2, e2, _pair(r1, r9, 0, H2), _pair(r3, r11, 0, H2), _pair(r5, r13, 0, H2),
                 _pair(r7, r15, 0, H2), H2, Z)  # fmt: skip
-    acc = _word(FMT, acc, w3, e3, _pair(r1, r9, 1, H2), _pair(r3, r11, 1, H2), _pair(r5, r13, 1, H2),
+    acc = _word(H2_WORD, QUANT, acc, w3, e3, _pair(r1, r9, 1, H2), _pair(r3, r11, 1, H2), _pair(r5, r13, 1, H2),
                 _pair(r7, r15, 1, H2), H2, Z)  # fmt: skip
     x_sum = _sum16(r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15, H2)
     return acc, x_sum
 
 
 @triton.jit
-def _vec_h2(acc, FMT: tl.constexpr, words, extra, sc0, mn0, sc1, mn1, g, gmask, xb,
-            QB: tl.constexpr, QC: tl.constexpr, HAS_MIN: tl.constexpr, H2: tl.constexpr,
-            MASKED: tl.constexpr):  # fmt: skip
+def _vec_h2(acc, H2_WORD: tl.constexpr, QUANT: tl.constexpr, words, extra, sc0, mn0, sc1, mn1,
+            g, gmask, xb, QB: tl.constexpr, QC: tl.constexpr, HAS_MIN: tl.constexpr,
+            H2: tl.constexpr, Z: tl.constexpr, MASKED: tl.constexpr):  # fmt: skip
     """acc [BN, NG] += per-group dot products of fp16 x with the tile (formats with a
-    `KernelFacts.h2_center`)."""
-    Z: tl.constexpr = 8 if FMT <= 2 else (16 if FMT == 3 else 32)  # = KernelFacts.h2_center
+    `KernelFacts.h2_center`, Z)."""
     xw = xb.to(tl.pointer_type(tl.int32))  # fp16 pairs
-    p, x_sum = _words_sum(FMT, words, extra, xw, g, gmask, H2, Z, MASKED)
+    p, x_sum = _words_sum(H2_WORD, QUANT, words, extra, xw, g, gmask, H2, Z, MASKED)
     acc += sc0 * _lo(p).to(tl.float32) + sc1 * _hi(p).to(tl.float32)
     ZP: tl.constexpr = QC - QB  # the format's zero point: q_true = q - ZP
     if HAS_MIN:  # sc0 == sc1 and mn0 == mn1

@@ -26,7 +26,7 @@ from localllm.kernels.quant.planes import pack_planes
 
 @dataclass
 class QuantWeight:
-    fmt: str  # "dense" | "q8_0" | "q4_0" | "q4_k" | "q5_k" | "q6_k" | "awq128" | "awq64"
+    fmt: str  # "dense", or the name of a format with kernels (`quant.KERNEL_FORMATS`)
     n: int  # out features
     k: int  # in features
     tensors: dict[str, torch.Tensor] = field(default_factory=dict)  # planes, see module doc

@@ -19,6 +19,7 @@ from localllm.kernels.linear.gemv_triton import (
     _qlinear_kernel,
     _smem,
     group_size,
+    kernel_constexprs,
     pick_config,
     store_config,
 )
@@ -61,17 +62,14 @@ def _launch(
     """One kernel launch; x [t, K] (ignored by MODE_STORE), out [t, N] or [N, K]."""
     f = kernel_facts(w.fmt)
     planes = plane_args([w.tensors[p] for p in f.planes])
-    group = f.words * f.fields  # elements per group
-    groups, ng = w.k // group, cfg.tile // group
+    groups, ng = w.k // f.group, cfg.tile // f.group
     per_split = triton.cdiv(triton.cdiv(groups, ng), cfg.split) * ng
     grid = (triton.cdiv(w.n, cfg.bn), triton.cdiv(t, cfg.bm), cfg.split)
+    consts = kernel_constexprs(w.fmt, cfg, _h2_mode(x, w.fmt, cfg), bias is not None)
     _qlinear_kernel[grid](
         x, out, bias if bias is not None else out, *planes,
         t, w.n, groups, x.stride(0), out.stride(0), per_split,
-        FMT=f.code, MODE=cfg.mode, BM=cfg.bm, BN=cfg.bn, NG=ng, W=f.words, F=f.fields,
-        QB=float(1 << f.qbits), QC=f.qc, HAS_MIN=f.has_min, ATOMIC=cfg.split > 1,
-        HAS_BIAS=bias is not None, H2=_h2_mode(x, w.fmt, cfg), num_warps=cfg.warps,
-        num_stages=cfg.stages,
+        **consts, num_warps=cfg.warps, num_stages=cfg.stages,
     )  # fmt: skip
 
 

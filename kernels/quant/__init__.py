@@ -1,14 +1,19 @@
 """The quant-format registry: one module per GGUF format (block layout, reference dequant,
-repacking, plane dequant, kernel constants, tuning), collected here by qtype and by name,
-plus the formats of other checkpoints (AWQ, `awq.py`) that have kernel facts only.
-Adding a format: a module defining its `QuantFormat`, one line in `ALL`, tests."""
+repacking, plane dequant, kernel constants, tuning; its Triton decode functions in a
+`<name>_triton.py` beside it), collected here by qtype and by name, plus the formats of other
+checkpoints (AWQ, `awq.py`) that have kernel facts only.
+Adding a format: its modules (what they provide: `base.py`), one line in `ALL` (or
+`KERNEL_FORMATS` for a format without GGUF blocks), tests."""
 
 from __future__ import annotations
+
+import functools
+import importlib
 
 from gguf import GGMLQuantizationType
 
 from localllm.kernels.quant import awq, floats, legacy, low_k, q4_0, q4_k, q5_k, q6_k, q8_0
-from localllm.kernels.quant.base import KernelFacts, QuantFormat
+from localllm.kernels.quant.base import KernelFacts, QuantFormat, TritonHooks
 
 ALL: tuple[QuantFormat, ...] = (
     floats.F32, floats.F16, floats.BF16, q4_0.FORMAT, legacy.Q4_1, legacy.Q5_0, legacy.Q5_1,
@@ -30,4 +35,17 @@ def kernel_facts(fmt: str) -> KernelFacts:
     return f
 
 
-__all__ = ["ALL", "BY_QTYPE", "KERNEL_FORMATS", "KernelFacts", "QuantFormat", "kernel_facts"]
+@functools.cache
+def triton_hooks(fmt: str) -> TritonHooks:
+    """The @triton.jit decode functions of a packed format (imports Triton on first use)."""
+    module, _, name = kernel_facts(fmt).triton.partition(":")
+    hooks = getattr(importlib.import_module(module), name or "HOOKS")
+    if not isinstance(hooks, TritonHooks):
+        raise TypeError(f"{kernel_facts(fmt).triton} must be a TritonHooks")
+    return hooks
+
+
+__all__ = [
+    "ALL", "BY_QTYPE", "KERNEL_FORMATS", "KernelFacts", "QuantFormat", "TritonHooks",
+    "kernel_facts", "triton_hooks",
+]  # fmt: skip

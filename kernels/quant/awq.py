@@ -39,14 +39,15 @@ def dequant_planes(t: Planes, n: int, k: int) -> torch.Tensor:
     return ((u - z) * t["s"].float()[..., None]).reshape(n, k)
 
 
-def _facts(code: int, group: int) -> KernelFacts:
+def _facts(group: int) -> KernelFacts:
     return KernelFacts(
-        code=code, planes=("qs", "s", "z"), words=4, fields=8, qbits=4, qc=16.0, has_min=True,
+        planes=("qs", "s", "z"), words=4, fields=8, qbits=4, qc=16.0, has_min=True,
         min_k=group, act_layout="w4", h2_center=None, pack=None, dequant=dequant_planes,
+        triton=f"localllm.kernels.quant.awq_triton:HOOKS_{group}",
         tuning=Tuning(vec=((4, 2), (4, 1)), dot=(128, 8), store=(256, True, 4)),
     )  # fmt: skip
 
 
-# FMT codes 5 and 6 of the Triton kernels (one group size each: the scale index is g // 4 or
-# g // 2 of the 32-element group g)
-KERNELS: dict[str, KernelFacts] = {"awq128": _facts(5, 128), "awq64": _facts(6, 64)}
+# one format per group size (the scale index is g // 4 or g // 2 of the 32-element group g,
+# baked into the Triton functions of `awq_triton.py`)
+KERNELS: dict[str, KernelFacts] = {name: _facts(group) for group, name in GROUPS.items()}

@@ -46,8 +46,9 @@ def dequant_planes(t: Planes, n: int, k: int) -> torch.Tensor:
 
 
 KERNEL = KernelFacts(
-    code=4, planes=("ql", "qh", "sc", "d"), words=4, fields=8, qbits=6, qc=96.0, has_min=False,
+    planes=("ql", "qh", "sc", "d"), words=4, fields=8, qbits=6, qc=96.0, has_min=False,
     min_k=256, act_layout="w4", h2_center=32, pack=pack, dequant=dequant_planes,
+    triton="localllm.kernels.quant.q6_k_triton:HOOKS", two_scales=True,
     # Q6_K's dequantize-to-fp16 prefers short steps along K and no split
     tuning=Tuning(vec=((4, 1), (4, 1)), dot=(128, 4), store=(128, False, 2)),
 )  # fmt: skip
