@@ -134,24 +134,33 @@ class ChatApp(ChatActions, App[None]):
 
     async def load_model(self, path: str) -> None:
         self.info.model = Path(path).name
-        self.set_state("loading")
+        self.set_state(f"loading {Path(path).name}")
         make_cfg = self.options.engine_config
         if make_cfg is None:
             from localllm.config import EngineConfig
 
             make_cfg = EngineConfig
         try:
-            backend = await LocalBackend.load(make_cfg(path))
+            backend = await LocalBackend.load(make_cfg(path), self._load_stage)
         except (LocalLLMError, ValueError, OSError, RuntimeError) as e:
             await self.fail(f"Could not load the model {path}: {e}")
             return
         await self.backend_ready(backend)
+
+    def _load_stage(self, stage: str) -> None:
+        """The engine's start-up stages in the status line (called from the loading thread)."""
+        self.call_from_thread(self.set_state, stage)
 
     async def backend_ready(self, backend: Backend) -> None:
         self.backend = backend
         self.info.model = backend.model_name
         self.info.context_size = backend.context_size
         self.set_state("ready")
+        if isinstance(backend, LocalBackend) and backend.template_fallback:
+            await self.add_notice(
+                f"{backend.model_name} has no usable chat template: "
+                f"using the built-in {backend.template_fallback} template."
+            )
         if self.options.serve and isinstance(backend, LocalBackend):
             self._start_server(backend)
         await self.refresh_pool()
@@ -227,7 +236,10 @@ class ChatApp(ChatActions, App[None]):
 
 
 def _context_used(messages: list[Message]) -> int | None:
-    """Tokens of the last answer's prompt + completion, as recorded with it."""
+    """Tokens of the last answer's prompt + completion, as recorded with it (0 for a new
+    conversation, None when no answer recorded them)."""
+    if not messages:
+        return 0
     for m in reversed(messages):
         if m.stats and "prompt_tokens" in m.stats:
             return int(m.stats["prompt_tokens"]) + int(m.stats.get("completion_tokens", 0))

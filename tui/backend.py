@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from localllm.config import EngineConfig
     from localllm.engine.async_engine import AsyncEngine
     from localllm.engine.engine import LLMEngine
+    from localllm.engine.progress import ProgressFn
 
 
 class BackendError(LocalLLMError):
@@ -85,12 +86,19 @@ class LocalBackend:
         self.request_id: str | None = None  # the reply being generated, if any
 
     @classmethod
-    async def load(cls, cfg: EngineConfig) -> LocalBackend:
-        """Load the model off the UI thread; ModelLoadError etc. propagate to the caller."""
+    async def load(cls, cfg: EngineConfig, progress: ProgressFn | None = None) -> LocalBackend:
+        """Load the model off the UI thread (progress gets each start-up stage, on that
+        thread); ModelLoadError etc. propagate to the caller."""
         from localllm.engine.async_engine import AsyncEngine
 
-        engine = await asyncio.to_thread(AsyncEngine.from_config, cfg)
+        engine = await asyncio.to_thread(AsyncEngine.from_config, cfg, progress)
         return cls(engine, Path(cfg.model).name)
+
+    @property
+    def template_fallback(self) -> str | None:
+        """The built-in chat template in use when the model file has no usable one, else None."""
+        name = self.engine.chat_template.name
+        return None if name == "gguf" else name
 
     def prompt_ids(self, messages: list[ChatMessage]) -> list[int]:
         template = self.engine.chat_template
