@@ -22,7 +22,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     g = p.add_argument_group("chat")
     g.add_argument(
         "--url",
-        help="chat with a running OpenAI-compatible server instead (e.g. http://127.0.0.1:8000)",
+        help="chat with a running OpenAI-compatible server instead, e.g. "
+        "http://127.0.0.1:8000 (default: none, the model runs in this process)",
     )
     g.add_argument("--remote-model", help="model name to ask the server for (default: its first)")
     g.add_argument("--api-key", default=None, help="API key for --url (default: none)")
@@ -51,7 +52,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=Path("."),
         help="where exported Markdown goes (default: the current folder)",
     )
-    g.add_argument("--system", default=None, help="system prompt for new conversations")
+    g.add_argument(
+        "--system",
+        default=None,
+        help="system prompt for new conversations (default: the one last saved in the "
+        "settings panel, else none)",
+    )
     saved = "(default: the chat's saved settings, else {})"
     g.add_argument(
         "--temperature", "-t", type=float, default=None, help=saved.format(CHAT.temperature)
