@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import aclosing
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from textual.containers import VerticalScroll
 from textual.worker import Worker
 
 from localllm.errors import LocalLLMError
 from localllm.tui.backend import ChatSettings, ReplyStats
+from localllm.tui.base import ChatBase
 from localllm.tui.context import fit_messages
 from localllm.tui.conversations import ConversationsScreen
 from localllm.tui.export import code_blocks, export_conversation
@@ -19,20 +20,13 @@ from localllm.tui.screens import HelpScreen, SettingsScreen
 from localllm.tui.store import Message
 from localllm.tui.widgets import ChatInput, MessageView
 
-if TYPE_CHECKING:
-    from localllm.tui.app import ChatApp
-
-    _Base = ChatApp
-else:
-    _Base = object
-
 # the chat's own key actions (not Textual's, such as focus_next on Tab) are off while a
 # dialog is open, except these
 _GLOBAL_ACTIONS = {"quit", "help"}
 _CHAT_ACTIONS = {k.action.partition("(")[0] for k in MAIN_KEYS if k.action} - _GLOBAL_ACTIONS
 
 
-class ChatActions(_Base):
+class ChatActions(ChatBase):
     def init_actions(self) -> None:
         self.reply_worker: Worker[None] | None = None
         self.editing: Message | None = None

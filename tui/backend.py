@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,7 +66,7 @@ class Backend(Protocol):
 
     def stream(
         self, messages: list[ChatMessage], settings: ChatSettings
-    ) -> AsyncIterator[Chunk]: ...
+    ) -> AsyncGenerator[Chunk, None]: ...
 
     def stop(self) -> None: ...
 
@@ -113,7 +113,7 @@ class LocalBackend:
 
     async def stream(
         self, messages: list[ChatMessage], settings: ChatSettings
-    ) -> AsyncIterator[Chunk]:
+    ) -> AsyncGenerator[Chunk, None]:
         params = SamplingParams(
             max_tokens=settings.max_tokens, temperature=settings.temperature, top_p=settings.top_p
         )

@@ -52,19 +52,36 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=Path("."),
         help="where exported Markdown goes (default: the current folder)",
     )
+    _add_sampling_args(g)
+    p.set_defaults(func=run)
+
+
+def _add_sampling_args(g: argparse._ArgumentGroup) -> None:
+    """System prompt and sampling settings of the chat (they override the saved ones)."""
     g.add_argument(
         "--system",
         default=None,
         help="system prompt for new conversations (default: the one last saved in the "
         "settings panel, else none)",
     )
-    saved = "(default: the chat's saved settings, else {})"
+    saved = " (default: the chat's saved settings, else {})"
     g.add_argument(
-        "--temperature", "-t", type=float, default=None, help=saved.format(CHAT.temperature)
+        "--temperature",
+        "-t",
+        type=float,
+        default=None,
+        help="sampling temperature, 0 = greedy" + saved.format(CHAT.temperature),
     )
-    g.add_argument("--top-p", type=float, default=None, help=saved.format(CHAT.top_p))
-    g.add_argument("--max-tokens", "-n", type=int, default=None, help=saved.format(CHAT.max_tokens))
-    p.set_defaults(func=run)
+    g.add_argument(
+        "--top-p", type=float, default=None, help="nucleus sampling mass" + saved.format(CHAT.top_p)
+    )
+    g.add_argument(
+        "--max-tokens",
+        "-n",
+        type=int,
+        default=None,
+        help="most tokens per answer" + saved.format(CHAT.max_tokens),
+    )
 
 
 def _settings(args: argparse.Namespace):
