@@ -94,3 +94,15 @@ def test_chat_template_of_the_file_says_nothing(testdata):
     r = _run("generate", "-m", model, "-p", "Hi", "-n", "2", "--chat", "--threads", "1")
     assert r.returncode == 0, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "chat template" not in r.stderr
+
+
+def test_output_piped_into_head_stops_quietly(stories):
+    cmd = [sys.executable, "-m", "localllm.cli", "generate", "-m", stories, "-p", ""]
+    gen = subprocess.Popen(
+        [*cmd, "-n", "400", "-t", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd="/"
+    )
+    assert gen.stdout is not None and gen.stderr is not None
+    assert gen.stdout.read(20).startswith(b"Once upon a time")
+    gen.stdout.close()  # what `| head -c 20` does
+    err = gen.stderr.read().decode()
+    assert gen.wait(timeout=120) == 1 and "Traceback" not in err, err

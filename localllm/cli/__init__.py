@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 from localllm import __version__
@@ -62,3 +63,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `localllm generate ... | head`: the reader left, stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
+        return 1
