@@ -15,7 +15,7 @@ class StatusInfo:
     model: str = ""
     state: str = "ready"  # "loading", "answering", "ready", "error" ...
     context_size: int | None = None
-    context_used: int | None = None  # tokens of the last prompt + answer (None: unknown)
+    context_used: int | None = 0  # tokens of the last prompt + answer (None: unknown)
     last: ReplyStats | None = None
     pool: tuple[int, int] | None = None  # (used KV blocks, total)
 
