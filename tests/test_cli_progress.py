@@ -82,7 +82,8 @@ def test_system_needs_chat_and_chat_names_its_fallback(stories, capsys):
     assert r.returncode == 0, r.stderr
     lines = r.stderr.strip().splitlines()
     assert lines[0] == (
-        "localllm: stories260K.gguf has no chat template; --chat uses the built-in llama-2 template"
+        f"localllm: warning: {stories}: the model has no chat template; using the built-in "
+        "'llama-2' template"
     )
     assert len(lines) == 2 and lines[1].startswith("[prompt ")
 

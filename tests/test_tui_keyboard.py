@@ -97,5 +97,5 @@ async def test_model_without_template_names_its_fallback(tmp_path, stories_path)
         await wait_for(pilot, lambda: app.query(Notice))
         text = str(app.query_one(Notice).render())
         assert text == (
-            "stories260K.gguf has no usable chat template: using the built-in llama-2 template."
+            "stories260K.gguf has no chat template: using the built-in llama-2 template."
         )

@@ -128,7 +128,7 @@ class ChatApp(ChatActions):
         self.set_state("ready")
         if isinstance(backend, LocalBackend) and backend.template_fallback:
             await self.add_notice(
-                f"{backend.model_name} has no usable chat template: "
+                f"{backend.model_name} has no chat template: "
                 f"using the built-in {backend.template_fallback} template."
             )
         if self.options.serve and isinstance(backend, LocalBackend):

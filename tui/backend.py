@@ -96,9 +96,9 @@ class LocalBackend:
 
     @property
     def template_fallback(self) -> str | None:
-        """The built-in chat template in use when the model file has no usable one, else None."""
-        name = self.engine.chat_template.name
-        return None if name == "gguf" else name
+        """The built-in chat template in use when the model has none, else None."""
+        template = self.engine.chat_template
+        return template.name if template.is_builtin else None
 
     def prompt_ids(self, messages: list[ChatMessage]) -> list[int]:
         template = self.engine.chat_template

@@ -29,7 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for mod in SUBCOMMANDS:
         mod.add_parser(sub)
-    for cmd in sub.choices.values():  # -v also after the command; SUPPRESS keeps the count
+    # -v also after the command (SUPPRESS keeps the count); aliases share one parser
+    for cmd in {id(c): c for c in sub.choices.values()}.values():
         cmd.add_argument(
             "--verbose", "-v", action="count", default=argparse.SUPPRESS, help=VERBOSE_HELP
         )
