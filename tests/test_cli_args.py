@@ -87,7 +87,7 @@ def test_help_states_every_options_default(cmd):
             continue
         if isinstance(a, (argparse._HelpAction, argparse._VersionAction)):
             continue
-        text = " ".join(fmt._get_help_string(a).split()) if a.help else ""
+        text = " ".join(fmt._expand_help(a).split()) if a.help else ""
         if "default:" not in text:
             missing.append(a.option_strings[0])
         assert "".join(text.split()) in "".join(p.format_help().split())  # what --help prints
