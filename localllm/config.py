@@ -194,6 +194,12 @@ class EngineConfig:
     # most decoding sequences that still speculate (None: DEFAULT_SPEC_MAX_BATCH, measured);
     # not a command-line option: for measurements and tests
     spec_max_batch: int | None = option(None, None, "")
+    threads: int | None = option(
+        None,
+        "--threads",
+        "CPU threads of the torch kernels (intra-op and inter-op; CPU only)",
+        shown="$OMP_NUM_THREADS, else the physical cores the current load leaves idle",
+    )
     seed: int = option(0, None, "")  # seed of the sampler's shared generator
 
     def __post_init__(self) -> None:
@@ -211,6 +217,8 @@ class EngineConfig:
             raise ValueError("--max-num-batched-tokens must be >= 16")
         if self.decode_prefill_chunk is not None and self.decode_prefill_chunk < 0:
             raise ValueError("--decode-prefill-chunk must be >= 0")
+        if self.threads is not None and self.threads < 1:
+            raise ValueError("--threads must be >= 1")
         if self.backend not in ("auto", "triton", "reference"):
             raise ValueError(f"unknown backend {self.backend!r}")
         if self.dtype not in ("auto", "fp16", "bf16", "fp32"):

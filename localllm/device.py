@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+from pathlib import Path
 
 import torch
 
@@ -60,3 +62,47 @@ def device_name(device: torch.device) -> str:
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
     return "CPU"
+
+
+def physical_cores() -> int:
+    """Physical CPU cores this process may run on (hyper-threads not counted)."""
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    cores: set[tuple[str, str]] = set()
+    try:  # Linux: one (physical id, core id) pair per core
+        phys = core = ""
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            key = key.strip()
+            if key == "physical id":
+                phys = value.strip()
+            elif key == "core id":
+                core = value.strip()
+                cores.add((phys, core))
+    except OSError:
+        pass
+    n = len(cores) or os.cpu_count() or 1
+    return max(1, min(n, usable or n))
+
+
+def idle_cores() -> int:
+    """Physical cores that the machine's current load leaves idle (at least 1). Every CPU
+    kernel thread waits for the slowest at each op, so a thread that shares its core with
+    another process stalls them all: on a busy 2-core machine (load average 6) one thread
+    decoded 5-20x faster than two (docs/cli.md has the figures)."""
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    free = (os.cpu_count() or 1) - round(load)  # the load average counts the whole machine
+    return max(1, min(physical_cores(), free))
+
+
+def set_cpu_threads(n: int | None) -> int:
+    """Threads of torch's CPU kernels (intra-op, and inter-op while it can still change):
+    n, else $OMP_NUM_THREADS, else the idle physical cores. Returns the number in use."""
+    env = os.environ.get("OMP_NUM_THREADS", "")
+    n = n or (int(env) if env.isdigit() and int(env) > 0 else idle_cores())
+    torch.set_num_threads(n)
+    if torch.get_num_interop_threads() != n:
+        try:
+            torch.set_num_interop_threads(n)
+        except RuntimeError:  # only settable before the first inter-op parallel work
+            pass
+    return n

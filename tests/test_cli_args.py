@@ -64,3 +64,31 @@ def test_block_size_changes_the_pool_not_the_text(testdata, capsys):
     out = capsys.readouterr().out.strip()
     expected = re.sub(r"<0x([0-9A-F]{2})>", lambda m: chr(int(m.group(1), 16)), gold["text"])
     assert out and expected.strip().startswith(out)
+
+
+def _subparsers(parser):
+    import argparse
+
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return sub.choices
+
+
+@pytest.mark.parametrize("cmd", [None, "generate", "serve", "chat", "bench"])
+def test_help_states_every_options_default(cmd):
+    """Every option (engine or not) of every command says its default in --help."""
+    import argparse
+
+    parser = build_parser()
+    p = parser if cmd is None else _subparsers(parser)[cmd]
+    fmt = p._get_formatter()
+    missing = []
+    for a in p._actions:
+        if not a.option_strings or a.required:
+            continue
+        if isinstance(a, (argparse._HelpAction, argparse._VersionAction)):
+            continue
+        text = " ".join(fmt._expand_help(a).split()) if a.help else ""
+        if "default:" not in text:
+            missing.append(a.option_strings[0])
+        assert "".join(text.split()) in "".join(p.format_help().split())  # what --help prints
+    assert missing == []

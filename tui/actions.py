@@ -4,39 +4,36 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import aclosing
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from textual.containers import VerticalScroll
 from textual.worker import Worker
 
 from localllm.errors import LocalLLMError
 from localllm.tui.backend import ChatSettings, ReplyStats
+from localllm.tui.base import ChatBase
 from localllm.tui.context import fit_messages
 from localllm.tui.conversations import ConversationsScreen
 from localllm.tui.export import code_blocks, export_conversation
+from localllm.tui.keys import MAIN_KEYS
 from localllm.tui.screens import HelpScreen, SettingsScreen
 from localllm.tui.store import Message
 from localllm.tui.widgets import ChatInput, MessageView
 
-if TYPE_CHECKING:
-    from localllm.tui.app import ChatApp
-
-    _Base = ChatApp
-else:
-    _Base = object
-
-# actions that stay available while a dialog is open
+# the chat's own key actions (not Textual's, such as focus_next on Tab) are off while a
+# dialog is open, except these
 _GLOBAL_ACTIONS = {"quit", "help"}
+_CHAT_ACTIONS = {k.action.partition("(")[0] for k in MAIN_KEYS if k.action} - _GLOBAL_ACTIONS
 
 
-class ChatActions(_Base):
+class ChatActions(ChatBase):
     def init_actions(self) -> None:
         self.reply_worker: Worker[None] | None = None
         self.editing: Message | None = None
         self._code_index = 0
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action not in _GLOBAL_ACTIONS and len(self.screen_stack) > 1:
+        if action in _CHAT_ACTIONS and len(self.screen_stack) > 1:
             return False  # the dialog on top handles its own keys
         return True
 
@@ -133,9 +130,9 @@ class ChatActions(_Base):
             await self.add_notice(f"The answer failed: {error}", "error")
         elif stopped and not view.content.strip():
             await self.add_notice("Stopped before the first token.")
-        if stats is not None:
-            self.info.last = stats
-            self.info.context_used = stats.prompt_tokens + stats.completion_tokens
+        # a stopped or failed answer has no figures: never show the previous answer's
+        self.info.last = stats
+        self.info.context_used = stats.prompt_tokens + stats.completion_tokens if stats else None
         self.set_state("ready")
         await self.refresh_pool()
 

@@ -1,16 +1,14 @@
-"""ChatApp: the Textual chat. The model (or server) connection lives in backend.py/remote.py,
-conversations in store.py, the reply loop and key actions in actions.py."""
+"""ChatApp: the Textual chat's layout and start-up (load a model, connect to a server, pick a
+model, serve the API). Its state and status line live in base.py, the keys in actions.py,
+the model (or server) connection in backend.py/remote.py, conversations in store.py."""
 
 from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Footer, Header, Static
@@ -19,39 +17,19 @@ from localllm.errors import LocalLLMError
 from localllm.hub.discovery import FoundModel, discover
 from localllm.tui.actions import ChatActions
 from localllm.tui.backend import Backend, ChatSettings, LocalBackend
+from localllm.tui.base import ChatOptions
 from localllm.tui.keys import MAIN_KEYS
 from localllm.tui.remote import RemoteBackend
 from localllm.tui.screens import ModelPickerScreen
 from localllm.tui.serve import make_server
-from localllm.tui.status import StatusInfo, format_status
-from localllm.tui.store import Conversation, Message, Store, default_db_path
-from localllm.tui.widgets import ChatInput, MessageView, Notice
-
-if TYPE_CHECKING:
-    from localllm.config import EngineConfig
+from localllm.tui.store import Store, default_db_path
+from localllm.tui.widgets import ChatInput
 
 # keys a focused TextArea would otherwise take for itself
 _PRIORITY = {"ctrl+e", "pageup", "pagedown"}
 
 
-@dataclass
-class ChatOptions:
-    model: str | None = None  # in-process engine on this GGUF file
-    url: str | None = None  # or: a client of this OpenAI-compatible server
-    remote_model: str | None = None
-    api_key: str | None = None
-    engine_config: Callable[[str], EngineConfig] | None = None  # model path -> engine config
-    models_dirs: tuple[str, ...] = ()
-    db_path: Path | None = None
-    export_dir: Path = Path(".")
-    serve: bool = False
-    host: str = "127.0.0.1"
-    port: int = 8000
-    settings: ChatSettings | None = None  # overrides the stored sampling settings
-    system_prompt: str | None = None  # for new conversations
-
-
-class ChatApp(ChatActions, App[None]):
+class ChatApp(ChatActions):
     CSS_PATH = "chat.tcss"
     TITLE = "localllm chat"
     ENABLE_COMMAND_PALETTE = False
@@ -68,15 +46,7 @@ class ChatApp(ChatActions, App[None]):
     ]
 
     def __init__(self, options: ChatOptions, backend: Backend | None = None) -> None:
-        super().__init__()
-        self.options = options
-        self.backend: Backend | None = backend
-        self.store: Store | None = None
-        self.conv: Conversation | None = None
-        self.settings = options.settings or ChatSettings()
-        self.info = StatusInfo()
-        self.server: Any = None  # uvicorn.Server with --serve
-        self.serving_url: str | None = None
+        super().__init__(options, backend)
         self.init_actions()
 
     def compose(self) -> ComposeResult:
@@ -134,24 +104,33 @@ class ChatApp(ChatActions, App[None]):
 
     async def load_model(self, path: str) -> None:
         self.info.model = Path(path).name
-        self.set_state("loading")
+        self.set_state(f"loading {Path(path).name}")
         make_cfg = self.options.engine_config
         if make_cfg is None:
             from localllm.config import EngineConfig
 
             make_cfg = EngineConfig
         try:
-            backend = await LocalBackend.load(make_cfg(path))
+            backend = await LocalBackend.load(make_cfg(path), self._load_stage)
         except (LocalLLMError, ValueError, OSError, RuntimeError) as e:
             await self.fail(f"Could not load the model {path}: {e}")
             return
         await self.backend_ready(backend)
+
+    def _load_stage(self, stage: str) -> None:
+        """The engine's start-up stages in the status line (called from the loading thread)."""
+        self.call_from_thread(self.set_state, stage)
 
     async def backend_ready(self, backend: Backend) -> None:
         self.backend = backend
         self.info.model = backend.model_name
         self.info.context_size = backend.context_size
         self.set_state("ready")
+        if isinstance(backend, LocalBackend) and backend.template_fallback:
+            await self.add_notice(
+                f"{backend.model_name} has no chat template: "
+                f"using the built-in {backend.template_fallback} template."
+            )
         if self.options.serve and isinstance(backend, LocalBackend):
             self._start_server(backend)
         await self.refresh_pool()
@@ -175,48 +154,6 @@ class ChatApp(ChatActions, App[None]):
         except (SystemExit, OSError) as e:
             await self.fail(f"The HTTP server at {self.serving_url} stopped: {e}", state="ready")
 
-    async def fail(self, text: str, state: str = "error") -> None:
-        """A readable error in the chat and the status line (never a traceback)."""
-        self.set_state(state)
-        await self.add_notice(text, "error")
-
-    # ---- conversations ------------------------------------------------------------------
-    async def open_conversation(self, conversation_id: int | None) -> None:
-        assert self.store is not None
-        if conversation_id is None:
-            system = self.options.system_prompt
-            if system is None:
-                system = self.store.get_setting("system_prompt", "")
-            self.conv = self.store.create(system_prompt=system)
-        else:
-            self.conv = self.store.load(conversation_id)
-        self.sub_title = self.conv.title
-        chat = self.query_one("#chat", VerticalScroll)
-        await chat.remove_children()
-        await chat.mount_all([MessageView(m.role, m.content, m.id) for m in self.conv.messages])
-        chat.scroll_end(animate=False)
-        self.info.context_used = _context_used(self.conv.messages)
-        self.refresh_status()
-
-    # ---- status -------------------------------------------------------------------------
-    def set_state(self, state: str) -> None:
-        self.info.state = state
-        self.refresh_status()
-
-    def refresh_status(self) -> None:
-        for status in self.query("#status").results(Static):  # none before the screen mounts
-            status.update(format_status(self.info))
-
-    async def refresh_pool(self) -> None:
-        if self.backend is not None:
-            self.info.pool = await self.backend.pool_usage()
-            self.refresh_status()
-
-    async def add_notice(self, text: str, kind: str = "info") -> None:
-        chat = self.query_one("#chat", VerticalScroll)
-        await chat.mount(Notice(text, kind))
-        chat.scroll_end(animate=False)
-
     async def on_unmount(self) -> None:
         if self.server is not None:
             self.server.should_exit = True
@@ -224,11 +161,3 @@ class ChatApp(ChatActions, App[None]):
             await self.backend.close()
         if self.store is not None:
             self.store.close()
-
-
-def _context_used(messages: list[Message]) -> int | None:
-    """Tokens of the last answer's prompt + completion, as recorded with it."""
-    for m in reversed(messages):
-        if m.stats and "prompt_tokens" in m.stats:
-            return int(m.stats["prompt_tokens"]) + int(m.stats.get("completion_tokens", 0))
-    return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from localllm.config import EngineConfig
     from localllm.engine.async_engine import AsyncEngine
     from localllm.engine.engine import LLMEngine
+    from localllm.engine.progress import ProgressFn
 
 
 class BackendError(LocalLLMError):
@@ -65,7 +66,7 @@ class Backend(Protocol):
 
     def stream(
         self, messages: list[ChatMessage], settings: ChatSettings
-    ) -> AsyncIterator[Chunk]: ...
+    ) -> AsyncGenerator[Chunk, None]: ...
 
     def stop(self) -> None: ...
 
@@ -85,12 +86,19 @@ class LocalBackend:
         self.request_id: str | None = None  # the reply being generated, if any
 
     @classmethod
-    async def load(cls, cfg: EngineConfig) -> LocalBackend:
-        """Load the model off the UI thread; ModelLoadError etc. propagate to the caller."""
+    async def load(cls, cfg: EngineConfig, progress: ProgressFn | None = None) -> LocalBackend:
+        """Load the model off the UI thread (progress gets each start-up stage, on that
+        thread); ModelLoadError etc. propagate to the caller."""
         from localllm.engine.async_engine import AsyncEngine
 
-        engine = await asyncio.to_thread(AsyncEngine.from_config, cfg)
+        engine = await asyncio.to_thread(AsyncEngine.from_config, cfg, progress)
         return cls(engine, Path(cfg.model).name)
+
+    @property
+    def template_fallback(self) -> str | None:
+        """The built-in chat template in use when the model has none, else None."""
+        template = self.engine.chat_template
+        return template.name if template.is_builtin else None
 
     def prompt_ids(self, messages: list[ChatMessage]) -> list[int]:
         template = self.engine.chat_template
@@ -105,7 +113,7 @@ class LocalBackend:
 
     async def stream(
         self, messages: list[ChatMessage], settings: ChatSettings
-    ) -> AsyncIterator[Chunk]:
+    ) -> AsyncGenerator[Chunk, None]:
         params = SamplingParams(
             max_tokens=settings.max_tokens, temperature=settings.temperature, top_p=settings.top_p
         )

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncGenerator
+from typing import TYPE_CHECKING, Any, cast
 
 from localllm.tui.backend import BackendError, ChatSettings, Chunk, ReplyStats
 from localllm.tui.context import ChatMessage
+
+if TYPE_CHECKING:
+    from openai.types.chat import ChatCompletionMessageParam
 
 
 def api_base(url: str) -> str:
@@ -80,14 +83,14 @@ class RemoteBackend:
 
     async def stream(
         self, messages: list[ChatMessage], settings: ChatSettings
-    ) -> AsyncIterator[Chunk]:
+    ) -> AsyncGenerator[Chunk, None]:
         t0 = time.perf_counter()
         first: float | None = None
         reason, usage = "stop", None
         try:
             resp = await self.client.chat.completions.create(
                 model=self.model_name,
-                messages=messages,
+                messages=cast("list[ChatCompletionMessageParam]", messages),
                 stream=True,
                 temperature=settings.temperature,
                 top_p=settings.top_p,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Markdown, OptionList, Static, TextArea
@@ -16,7 +16,7 @@ from localllm.tui.backend import ChatSettings
 from localllm.tui.keys import PICKER_KEYS, SETTINGS_KEYS, Key, help_markdown
 
 
-def bindings(keys: tuple[Key, ...]) -> list[Binding]:
+def bindings(keys: tuple[Key, ...]) -> list[BindingType]:
     return [
         Binding(k.keys, k.action, k.footer or k.description, show=bool(k.footer))
         for k in keys

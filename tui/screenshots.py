@@ -15,6 +15,7 @@ from pathlib import Path
 from localllm.config import EngineConfig
 from localllm.tui.app import ChatApp, ChatOptions
 from localllm.tui.backend import ChatSettings
+from localllm.tui.widgets import ChatInput
 
 QUESTIONS = ("Tell me a story about a cat", "What did the cat find in the garden?")
 
@@ -40,7 +41,7 @@ async def take(model: str, out: Path, size: tuple[int, int] = (110, 36)) -> list
         async with app.run_test(size=size) as pilot:
             await _wait(pilot, lambda: app.backend is not None)
             for q in QUESTIONS:
-                app.query_one("#input").text = q
+                app.query_one("#input", ChatInput).text = q
                 await pilot.press("enter")
                 await _wait(pilot, lambda: app.reply_worker is not None and not app.busy)
                 await pilot.pause(0.3)

@@ -15,7 +15,7 @@ class StatusInfo:
     model: str = ""
     state: str = "ready"  # "loading", "answering", "ready", "error" ...
     context_size: int | None = None
-    context_used: int | None = None  # tokens of the last prompt + answer
+    context_used: int | None = 0  # tokens of the last prompt + answer (None: unknown)
     last: ReplyStats | None = None
     pool: tuple[int, int] | None = None  # (used KV blocks, total)
 
@@ -27,7 +27,7 @@ def _pct(x: float) -> str:
 def format_status(s: StatusInfo) -> str:
     parts = [s.model or "no model", s.state]
     size = str(s.context_size) if s.context_size else "?"
-    parts.append(f"ctx {s.context_used if s.context_used is not None else 0}/{size}")
+    parts.append(f"ctx {s.context_used if s.context_used is not None else '–'}/{size}")
     r = s.last
     if r is not None:
         parts.append(f"TTFT {r.ttft * 1000:.0f} ms" if r.ttft is not None else "TTFT –")

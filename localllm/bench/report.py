@@ -84,7 +84,8 @@ def footer(doc: dict) -> list[str]:
     bw = (
         f"{s['copy_bandwidth_GBps']:,.0f} GB/s copy"
         if s["copy_bandwidth_GBps"]
-        else "no copy bandwidth"
+        else "copy bandwidth n/a (measured on CUDA only: the CPU path reads dense weight "
+        "copies, so there is no bandwidth ceiling to compare with)"
     )
     ceiling = f", ceiling {m['ceiling_tok_s']:,.0f} tok/s" if m["ceiling_tok_s"] else ""
     code = (c["git_commit"] or "")[:12] + ("+dirty" if c["git_dirty"] else "") or c["version"]

@@ -14,17 +14,20 @@ from localllm.errors import LocalLLMError
 
 
 class HelpFormatter(argparse.HelpFormatter):
-    """Every option's help ends with its default (options whose help states it already, and
-    flags that are off unless given, are left as they are)."""
+    """Every option's help ends with its default: its value, "off" for a flag, "none" for an
+    empty list (an option whose default is None states it in its help text)."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
         default = action.default
-        if "default:" in text or default is None or default is False or default == "==SUPPRESS==":
+        if "default:" in text or default is None or default == argparse.SUPPRESS:
             return text
-        if not action.option_strings or isinstance(action, argparse._StoreConstAction):
+        if not action.option_strings or isinstance(action, argparse._VersionAction):
             return text
-        shown = default if default not in ([], "") else "none"
+        if isinstance(action, argparse._StoreConstAction):  # store_true
+            shown: object = "off"
+        else:
+            shown = default if default not in ([], "") else "none"
         return f"{text} (default: {shown})".lstrip()
 
 
@@ -47,7 +50,8 @@ def _add(g: argparse._ArgumentGroup, f: dataclasses.Field, model_required: bool)
     names = [meta["flag"]] + ([meta["short"]] if meta["short"] else [])
     kw: dict[str, Any] = {"dest": f.name}
     if f.name == "model":
-        kw.update(required=model_required, help=meta["help"])
+        shown = "" if model_required else " (default: pick one of the GGUF files found here)"
+        kw.update(required=model_required, help=meta["help"] + shown)
     elif meta["negate"]:
         kw.update(action="store_false", help=_help(f))
     else:

@@ -36,13 +36,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     add_size_args(p)
     out = p.add_argument_group("output")
-    out.add_argument("--json", metavar="FILE", help="write the result document ('-': to stdout)")
-    out.add_argument("--plot", metavar="DIR", help="write PNG charts (needs matplotlib)")
+    out.add_argument(
+        "--json", metavar="FILE", help="write the result document ('-': to stdout; default: none)"
+    )
+    out.add_argument(
+        "--plot", metavar="DIR", help="write PNG charts (needs matplotlib; default: none)"
+    )
     out.add_argument(
         "--compare",
         metavar="llama.cpp[=DIR]",
         help="also run llama-bench / llama-batched-bench (on PATH, or in DIR) with matching "
-        "settings and print both side by side with ratios",
+        "settings and print both side by side with ratios (default: none)",
     )
     out.add_argument(
         "--profile",

@@ -22,7 +22,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     g = p.add_argument_group("chat")
     g.add_argument(
         "--url",
-        help="chat with a running OpenAI-compatible server instead (e.g. http://127.0.0.1:8000)",
+        help="chat with a running OpenAI-compatible server instead, e.g. "
+        "http://127.0.0.1:8000 (default: none, the model runs in this process)",
     )
     g.add_argument("--remote-model", help="model name to ask the server for (default: its first)")
     g.add_argument("--api-key", default=None, help="API key for --url (default: none)")
@@ -51,14 +52,36 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=Path("."),
         help="where exported Markdown goes (default: the current folder)",
     )
-    g.add_argument("--system", default=None, help="system prompt for new conversations")
-    saved = "(default: the chat's saved settings, else {})"
-    g.add_argument(
-        "--temperature", "-t", type=float, default=None, help=saved.format(CHAT.temperature)
-    )
-    g.add_argument("--top-p", type=float, default=None, help=saved.format(CHAT.top_p))
-    g.add_argument("--max-tokens", "-n", type=int, default=None, help=saved.format(CHAT.max_tokens))
+    _add_sampling_args(g)
     p.set_defaults(func=run)
+
+
+def _add_sampling_args(g: argparse._ArgumentGroup) -> None:
+    """System prompt and sampling settings of the chat (they override the saved ones)."""
+    g.add_argument(
+        "--system",
+        default=None,
+        help="system prompt for new conversations (default: the one last saved in the "
+        "settings panel, else none)",
+    )
+    saved = " (default: the chat's saved settings, else {})"
+    g.add_argument(
+        "--temperature",
+        "-t",
+        type=float,
+        default=None,
+        help="sampling temperature, 0 = greedy" + saved.format(CHAT.temperature),
+    )
+    g.add_argument(
+        "--top-p", type=float, default=None, help="nucleus sampling mass" + saved.format(CHAT.top_p)
+    )
+    g.add_argument(
+        "--max-tokens",
+        "-n",
+        type=int,
+        default=None,
+        help="most tokens per answer" + saved.format(CHAT.max_tokens),
+    )
 
 
 def _settings(args: argparse.Namespace):

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from localllm.cli.args import HelpFormatter, add_engine_args, engine_config, model_path
+from localllm.cli.progress import stage_lines
 
 if TYPE_CHECKING:
     from localllm.server.settings import ServerSettings
@@ -109,7 +110,8 @@ def run(args: argparse.Namespace) -> int:
         if server is not None:
             server.should_exit = True
 
-    app = create_app(settings, lambda: AsyncEngine.from_config(cfg), on_load_error)
+    progress = stage_lines(args.verbose)
+    app = create_app(settings, lambda: AsyncEngine.from_config(cfg, progress), on_load_error)
     if not settings.loopback and settings.api_key is None:
         log.warning("serving on %s without --api-key: anyone on the network can use it", args.host)
     server = uvicorn.Server(

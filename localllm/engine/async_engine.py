@@ -20,6 +20,7 @@ from typing import Any
 from localllm.config import EngineConfig
 from localllm.core import SamplingParams, TokenEvent
 from localllm.engine.engine import LLMEngine
+from localllm.engine.progress import ProgressFn
 
 log = logging.getLogger("localllm")
 
@@ -39,8 +40,8 @@ class AsyncEngine:
         self._thread.start()
 
     @classmethod
-    def from_config(cls, cfg: EngineConfig) -> AsyncEngine:
-        return cls(LLMEngine(cfg))
+    def from_config(cls, cfg: EngineConfig, progress: ProgressFn | None = None) -> AsyncEngine:
+        return cls(LLMEngine(cfg, progress))
 
     # ---- engine thread ------------------------------------------------------------------
     def _call(self, fn: Callable[[], Any]) -> Any:

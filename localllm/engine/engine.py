@@ -16,6 +16,7 @@ from localllm.config import EngineConfig
 from localllm.core import SamplingParams, SequenceState, TokenEvent, TokenLogprob, Usage
 from localllm.engine.block_manager import BlockManager
 from localllm.engine.guided import GuidedDecoding
+from localllm.engine.progress import LoadProgress, ProgressFn
 from localllm.engine.runner import ModelRunner
 from localllm.engine.sampler import Sampler
 from localllm.engine.scheduler import ScheduledBatch, Scheduler, SchedulerConfig
@@ -41,13 +42,16 @@ class _RequestState:
 
 
 class LLMEngine:
-    def __init__(self, cfg: EngineConfig) -> None:
+    def __init__(self, cfg: EngineConfig, progress: ProgressFn | None = None) -> None:
+        """progress: gets one line per start-up stage (engine/progress.py; logged too)."""
+        t0, report = time.perf_counter(), LoadProgress(progress)
         self.cfg = cfg
+        report(f"reading {cfg.model}")
         self.source = open_model(cfg.model)  # a .gguf file or a Hugging Face folder
         self.model_cfg = self.source.config
         self.tokenizer = self.source.tokenizer
         self.chat_template = self.source.chat_template
-        self.runner = ModelRunner(cfg, self.source.tensors, self.model_cfg)
+        self.runner = ModelRunner(cfg, self.source.tensors, self.model_cfg, report)
         self.max_model_len = self.runner.max_model_len
         self.block_manager = BlockManager(
             self.runner.kv.num_blocks,
@@ -75,6 +79,7 @@ class LLMEngine:
         self.requests: dict[str, _RequestState] = {}
         self.stats = EngineStats()
         self.closed = False
+        log.info("engine ready in %.1f s", time.perf_counter() - t0)
 
     # ---- lifetime -----------------------------------------------------------------------
     def close(self) -> None:
@@ -135,6 +140,7 @@ class LLMEngine:
             stop_ids,
         )
         self.stats.requests_received += 1
+        log.debug("request %s: %d prompt tokens", request_id, len(prompt_ids))
         return request_id
 
     def abort(self, request_id: str) -> TokenEvent | None:
@@ -306,6 +312,7 @@ class LLMEngine:
             seq.spec_proposed,
             seq.spec_accepted,
         )
+        log.debug("request %s %s: %s", seq.request_id, reason, usage)
         return TokenEvent(
             seq.request_id, text, ids or [], lps, reason, usage, stats=request_stats(seq)
         )

@@ -18,9 +18,17 @@ import numpy as np
 import torch
 
 from localllm.config import EngineConfig, ModelConfig
-from localllm.device import activation_dtype, gib, pick_backend, pick_device
+from localllm.device import (
+    activation_dtype,
+    device_name,
+    gib,
+    pick_backend,
+    pick_device,
+    set_cpu_threads,
+)
 from localllm.engine.cuda_graphs import MIXED_CHUNK, GraphRunner
 from localllm.engine.kv_cache import KVPoolPlanner
+from localllm.engine.progress import LoadProgress
 from localllm.engine.scheduler import ScheduledBatch
 from localllm.errors import OutOfMemoryError
 from localllm.kernels.registry import Ops
@@ -47,7 +55,14 @@ class StepOutput:
 
 
 class ModelRunner:
-    def __init__(self, cfg: EngineConfig, tensors: Tensors, model_cfg: ModelConfig) -> None:
+    def __init__(
+        self,
+        cfg: EngineConfig,
+        tensors: Tensors,
+        model_cfg: ModelConfig,
+        progress: LoadProgress | None = None,
+    ) -> None:
+        progress = progress or LoadProgress()
         self.cfg = cfg
         self.model_cfg = model_cfg
         self.device = pick_device(cfg.device)
@@ -55,10 +70,43 @@ class ModelRunner:
             release_device_memory(self.device)
         self.backend = pick_backend(cfg.backend, self.device)
         self.dtype = activation_dtype(self.device, cfg.dtype)
+        if self.device.type == "cpu":
+            log.info("CPU threads: %d", set_cpu_threads(cfg.threads))
         self.pool = KVPoolPlanner(cfg, model_cfg, self.device)  # checks --kv-dtype early
         self.kv_dtype = self.pool.dtype_name
         self.block_size = cfg.block_size
         self.max_model_len = min(cfg.max_model_len or model_cfg.context_length, 1 << 20)
+        self._load_model(tensors, progress)
+        # the model's own context may shrink to what the pool holds
+        progress(
+            "warm-up forward to measure memory (the first run compiles the Triton kernels)"
+            if self.device.type == "cuda"
+            else "allocating the KV cache"
+        )
+        self.kv, self.max_model_len = self.pool.allocate(self.max_model_len, self._profile_forward)
+        log.info(
+            "KV cache: %d blocks of %d tokens (%s, %.0f MiB); context %d tokens",
+            self.kv.num_blocks,
+            self.block_size,
+            self.kv_dtype,
+            self.kv.num_blocks * self.pool.bytes_per_block / 2**20,
+            self.max_model_len,
+        )
+        self.max_blocks_per_seq = -(-self.max_model_len // self.block_size)
+        self.graphs: GraphRunner | None = None
+        if self.device.type == "cuda" and cfg.cuda_graphs:
+            self._capture_graphs(progress)
+
+    def _load_model(self, tensors: Tensors, progress: LoadProgress) -> None:
+        """Weights to the device (repacked for the kernels) and the forward module."""
+        cfg, model_cfg = self.cfg, self.model_cfg
+        mc = model_cfg
+        log.info(
+            "model: %s, %d layers, dim %d, vocab %d", mc.arch, mc.n_layers, mc.dim, mc.vocab_size
+        )
+        progress(
+            f"loading weights ({tensors.nbytes / 2**20:.0f} MiB) on {device_name(self.device)}"
+        )
         t0 = time.perf_counter()
         self._check_weights_fit(tensors)
         try:
@@ -68,22 +116,30 @@ class ModelRunner:
         if self.backend == "reference" and self.device.type == "cpu":
             cache_dense(weights, self.dtype, CPU_DENSE_BUDGET)
         self.load_seconds = time.perf_counter() - t0
+        log.info(
+            "weights loaded in %.1f s (%s kernels, %s activations)",
+            self.load_seconds,
+            self.backend,
+            str(self.dtype).removeprefix("torch."),
+        )
         cos_sin = cos_sin_table(model_cfg, self.max_model_len, self.device, weights.rope_freqs)
         int8_act = cfg.int8_activations and self.backend == "triton"
         self.model = ARCHS[model_cfg.arch].model_class(
             model_cfg, weights, Ops(self.backend), cos_sin, int8_act
         )
         self.weight_bytes = weights.nbytes
-        # the model's own context may shrink to what the pool holds
-        self.kv, self.max_model_len = self.pool.allocate(self.max_model_len, self._profile_forward)
-        self.max_blocks_per_seq = -(-self.max_model_len // self.block_size)
-        self.graphs: GraphRunner | None = None
-        if self.device.type == "cuda" and cfg.cuda_graphs:
-            chunk = min(cfg.decode_prefill_chunk or MIXED_CHUNK, MIXED_CHUNK)
-            spec = cfg.spec_tokens_on(self.device.type)
-            self.graphs = GraphRunner(
-                self, max(1, cfg.max_num_seqs), chunk, spec, cfg.spec_batch_cutoff
-            )
+
+    def _capture_graphs(self, progress: LoadProgress) -> None:
+        cfg = self.cfg
+        progress("capturing CUDA graphs (and compiling the decode kernels)")
+        t0 = time.perf_counter()
+        chunk = min(cfg.decode_prefill_chunk or MIXED_CHUNK, MIXED_CHUNK)
+        spec = cfg.spec_tokens_on(self.device.type)
+        self.graphs = GraphRunner(
+            self, max(1, cfg.max_num_seqs), chunk, spec, cfg.spec_batch_cutoff
+        )
+        n = len(self.graphs.graphs)
+        log.info("captured %d CUDA graphs in %.1f s", n, time.perf_counter() - t0)
 
     # ---- memory -------------------------------------------------------------------------
     def close(self) -> None:

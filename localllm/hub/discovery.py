@@ -183,8 +183,8 @@ then run `localllm chat` again, or:
     localllm chat --model path/to/model.gguf
     localllm chat --models-dir folder/with/gguf/files
 
-Models downloaded by LM Studio, llama.cpp (-hf), Ollama or huggingface-cli are found
-automatically, and so are files in ~/.cache/localllm/models."""
+Models downloaded by LM Studio, llama.cpp (-hf), Ollama or the Hugging Face CLI
+(`hf download`) are found automatically, and so are files in ~/.cache/localllm/models."""
 
 
 def find_by_name(name: str, found: list[FoundModel]) -> list[FoundModel]:
