@@ -10,9 +10,9 @@ import subprocess
 import sys
 
 import pytest
+from test_cli import _run
 
 from localllm.cli import main
-from tests.test_cli import _run
 
 
 @pytest.fixture

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import time
 
+from test_tui_app import SIZE, options, send, views, wait_for
+
 from localllm.tui.app import ChatApp
 from localllm.tui.backend import ChatSettings
 from localllm.tui.widgets import Notice
-from tests.test_tui_app import SIZE, options, send, views, wait_for
 
 
 def _status(app: ChatApp) -> str:
