@@ -44,6 +44,7 @@ from triton.compiler import ASTSource
 from localllm.formats import awq as awq_file
 from localllm.kernels import plan
 from localllm.kernels.attention import paged_triton_kernels as attn
+from localllm.kernels.device import profile
 from localllm.kernels.fused import (
     activation_triton,
     argmax_triton,
@@ -56,7 +57,7 @@ from localllm.kernels.quant import ALL, KERNEL_FORMATS, KernelFacts, awq, kernel
 
 TARGET = GPUTarget("cuda", 90, 32)
 N, K = 4096, 4096  # the weight shape of the linear cases (a 7-8B attention projection)
-NUM_SMS = 132  # H100/H200
+GPU = profile("h200")  # the launch rules pick their configs for this device (`kernels/device.py`)
 
 
 @dataclass
@@ -119,7 +120,7 @@ def _linear_cases(fmt: str) -> Iterator[Case]:
 
 
 def _gemv_cases(name: str, fmt: str, rows: int, dtype: torch.dtype) -> Iterator[Case]:
-    cfg = gemv_triton.pick_config(fmt, N, K, rows, torch.device("cpu"))  # 4 SMs
+    cfg = gemv_triton.pick_config(fmt, N, K, rows, GPU)
     x = "*" + _ty(dtype)
     types = {"x_ptr": x, "out_ptr": x, "bias_ptr": x, **_plane_types(fmt)}
     h2s = [0, 2] if cfg.half2 and dtype == torch.float16 else [0]
@@ -130,7 +131,7 @@ def _gemv_cases(name: str, fmt: str, rows: int, dtype: torch.dtype) -> Iterator[
 
 
 def _dp4a_case(name: str, fmt: str) -> Case:
-    cfg = dp4a_triton.dp4a_config(fmt, N, K, NUM_SMS)
+    cfg = dp4a_triton.dp4a_config(fmt, N, K, GPU.sm_count)
     ng, _, split = dp4a_triton.split_groups(cfg, K // kernel_facts(fmt).group)
     types = {"xq_ptr": "*i8", "xs_ptr": "*fp32", "out_ptr": "*fp16", "bias_ptr": "*fp16",
              **_plane_types(fmt)}  # fmt: skip
@@ -139,7 +140,7 @@ def _dp4a_case(name: str, fmt: str) -> Case:
 
 
 def _qmm_case(name: str, fmt: str, rows: int, dtype: torch.dtype) -> Case:
-    cfg = qmm_triton.mm_config(fmt, N, K, rows, NUM_SMS)
+    cfg = qmm_triton.mm_config(fmt, N, K, rows, GPU.sm_count, GPU.smem_per_block)
     ng, _, split = qmm_triton.split_groups(fmt, cfg, K // 32)
     x = "*" + _ty(dtype)
     types = {"x_ptr": x, "out_ptr": "*fp32" if split > 1 else x, "bias_ptr": x,
