@@ -129,7 +129,9 @@ def test_mixed_graphs_prefill_beside_decodes(testdata):
     ]
 
     def run(graphs: bool) -> tuple[list[list[int]], dict]:
-        eng = _engine(path, cuda_graphs=graphs, decode_prefill_chunk=24)
+        eng = _engine(
+            path, cuda_graphs=graphs, decode_prefill_chunk=24, spec_tokens=0
+        )  # plain decodes
         long_prompt = eng.encode_prompt(text)[:300]
         p = SamplingParams(max_tokens=64, temperature=0.0, ignore_eos=True)
         ids = [eng.add_request(g["prompt_ids"], p) for g in gold["prompts"]]
