@@ -75,7 +75,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args()
-    eng = LLMEngine(EngineConfig(model=resolve_model(args.model)))
+    eng = LLMEngine(EngineConfig(model=resolve_model(args.model), spec_tokens=0))  # plain decode
     rng = random.Random(0)
     vocab = eng.tokenizer.vocab_size
     eng.guided.compile(ConstraintSpec.json_schema(SCHEMA))  # the one-time tokenizer set-up
