@@ -168,24 +168,7 @@ class LLMEngine:
     def snapshot(self) -> EngineSnapshot:
         """Queues, KV pool occupancy, prefix-cache and engine counters (call on the engine's
         thread: `AsyncEngine.run_sync(LLMEngine.snapshot)`)."""
-        bm, s = self.block_manager, self.stats
-        return EngineSnapshot(
-            waiting=len(self.scheduler.waiting),
-            running=len(self.scheduler.running),
-            blocks_total=bm.num_blocks,
-            blocks_used=bm.num_used_blocks,
-            blocks_free=bm.num_free_blocks,
-            blocks_cached=bm.num_cached_blocks,
-            block_hit_rate=bm.hits / bm.queries if bm.queries else 0.0,
-            token_hit_rate=s.prefix_hit_rate,
-            spec_proposed=s.spec_proposed,
-            spec_accepted=s.spec_accepted,
-            preemptions=s.preemptions,
-            steps=s.steps,
-            requests_received=s.requests_received,
-            requests_finished=s.requests_finished,
-            requests_aborted=s.requests_aborted,
-        )
+        return EngineSnapshot.of(self.scheduler, self.block_manager, self.stats)
 
     # ---- one step -----------------------------------------------------------------------
     @torch.inference_mode()

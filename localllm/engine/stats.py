@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from localllm.core import SequenceState
+    from localllm.engine.block_manager import BlockManager
+    from localllm.engine.scheduler import Scheduler
 
 
 def request_stats(seq: SequenceState) -> dict:
@@ -84,3 +86,23 @@ class EngineSnapshot:
     requests_received: int
     requests_finished: int
     requests_aborted: int
+
+    @classmethod
+    def of(cls, scheduler: Scheduler, bm: BlockManager, s: EngineStats) -> EngineSnapshot:
+        return cls(
+            waiting=len(scheduler.waiting),
+            running=len(scheduler.running),
+            blocks_total=bm.num_blocks,
+            blocks_used=bm.num_used_blocks,
+            blocks_free=bm.num_free_blocks,
+            blocks_cached=bm.num_cached_blocks,
+            block_hit_rate=bm.hits / bm.queries if bm.queries else 0.0,
+            token_hit_rate=s.prefix_hit_rate,
+            spec_proposed=s.spec_proposed,
+            spec_accepted=s.spec_accepted,
+            preemptions=s.preemptions,
+            steps=s.steps,
+            requests_received=s.requests_received,
+            requests_finished=s.requests_finished,
+            requests_aborted=s.requests_aborted,
+        )
