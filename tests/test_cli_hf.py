@@ -7,10 +7,10 @@ import json
 import socket
 import subprocess
 import sys
-import time
 
 import httpx
 import pytest
+from conftest import wait_for_health
 from hf_build import build_hf_folder, quantize_folder
 
 
@@ -103,16 +103,7 @@ def test_serve_an_awq_folder(awq):
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd="/")
     try:
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 120
-        while True:
-            assert proc.poll() is None, proc.communicate()
-            try:
-                if httpx.get(url + "/health").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline
-            time.sleep(0.2)
+        wait_for_health(proc, url, 120, 0.2)
         assert [m["id"] for m in httpx.get(url + "/v1/models").json()["data"]] == ["pycode-awq"]
         body = {"model": "pycode-awq", "messages": [{"role": "user", "content": "def add(a, b):"}],
                 "max_tokens": 8, "temperature": 0}  # fmt: skip

@@ -9,6 +9,7 @@ import time
 import httpx
 import pytest
 from conftest import testdata_path as data_path
+from conftest import wait_for_health
 
 from localllm.config import EngineConfig
 from localllm.engine.async_engine import AsyncEngine
@@ -411,16 +412,7 @@ def test_localllm_serve_command(tmp_path):
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, proc.communicate()
-            try:
-                if httpx.get(url + "/health").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
+        wait_for_health(proc, url, 60, 0.1)
         r = httpx.post(
             url + "/v1/completions",
             headers={"Authorization": "Bearer cli-key"},

@@ -6,6 +6,7 @@ import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from localllm.config import EngineConfig
 from localllm.tui.app import ChatApp, ChatOptions
@@ -114,13 +115,7 @@ async def test_escape_stops_and_frees_blocks(tmp_path, stories_path):
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.backend is not None)
         engine = app.backend.engine
-        real_step = engine.engine.step
-
-        def slow_step():  # a slower "model" so Esc lands mid-answer
-            time.sleep(0.01)
-            return real_step()
-
-        engine.engine.step = slow_step
+        slow_down(engine.engine)
         app.query_one("#input").text = "Once upon a time"
         await pilot.press("enter")
         await wait_for(pilot, lambda: len(views(app)) == 2 and views(app)[1][1])
@@ -398,3 +393,18 @@ async def test_url_mode_chats_with_a_server(tmp_path, stories_path):
             assert app.info.last.completion_tokens > 0 and app.info.last.tokens_per_s
     finally:
         server.stop()
+
+
+def slow_down(engine: Any) -> Callable[[], None]:
+    """A slower "model" (10 ms more per step), so Esc lands mid-answer; returns the undo."""
+    real_step = engine.step
+
+    def slow_step() -> Any:
+        time.sleep(0.01)
+        return real_step()
+
+    def restore() -> None:
+        engine.step = real_step
+
+    engine.step = slow_step
+    return restore

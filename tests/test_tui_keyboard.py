@@ -3,9 +3,7 @@ settings panel by keyboard only, the status bar after Esc, the loading stages, t
 
 from __future__ import annotations
 
-import time
-
-from test_tui_app import SIZE, options, send, views, wait_for
+from test_tui_app import SIZE, options, send, slow_down, views, wait_for
 
 from localllm.tui.app import ChatApp
 from localllm.tui.backend import ChatSettings
@@ -50,14 +48,7 @@ async def test_escape_clears_the_previous_answers_figures(tmp_path, stories_path
         await send(pilot, app, "Hello")
         assert "TTFT" in _status(app) and "tok/s" in _status(app)
         app.settings = ChatSettings(temperature=0.0, max_tokens=1500)
-        engine = app.backend.engine
-        real_step = engine.engine.step
-
-        def slow_step():  # a slower "model" so Esc lands mid-answer
-            time.sleep(0.01)
-            return real_step()
-
-        engine.engine.step = slow_step
+        restore = slow_down(app.backend.engine.engine)
         app.query_one("#input").text = "Once upon a time"
         await pilot.press("enter")
         await wait_for(pilot, lambda: len(views(app)) == 4 and views(app)[3][1])
@@ -67,7 +58,7 @@ async def test_escape_clears_the_previous_answers_figures(tmp_path, stories_path
         status = _status(app)
         assert "ready" in status and "TTFT" not in status and "tok/s" not in status, status
         assert "ctx –/" in status  # the stopped answer's context use is unknown, not stale
-        engine.engine.step = real_step
+        restore()
         app.settings = ChatSettings(temperature=0.0, max_tokens=8)
         await send(pilot, app, "Again")  # the next full answer shows its own figures
         assert "TTFT" in _status(app)

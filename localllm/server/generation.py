@@ -65,12 +65,18 @@ async def merged_events(
 
 
 async def primed(
-    events: AsyncIterator[tuple[int, TokenEvent]],
+    events: AsyncIterator[tuple[int, TokenEvent]], timeout: float | None = None
 ) -> AsyncIterator[tuple[int, TokenEvent]]:
     """Wait for the first event before answering, so a bad request still gets a plain 4xx
-    (the engine rejects requests before it yields anything); then replay it and the rest."""
+    (the engine rejects requests before it yields anything); then replay it and the rest.
+    With `timeout` (seconds), a first event that takes longer raises TimeoutError (and the
+    events are closed)."""
     it = aiter(events)
-    first = await anext(it)
+    try:
+        first = await asyncio.wait_for(anext(it), timeout)
+    except TimeoutError:
+        await it.aclose()  # type: ignore[attr-defined]
+        raise
 
     async def replay() -> AsyncIterator[tuple[int, TokenEvent]]:
         try:

@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from localllm.core import TokenEvent, Usage
+from localllm.server.generation import primed
 
 
 @dataclass(frozen=True)
@@ -110,19 +111,7 @@ async def first_within(
     events: AsyncIterator[tuple[int, TokenEvent]], t_max_prompt_ms: int
 ) -> AsyncIterator[tuple[int, TokenEvent]]:
     """`events`, or PromptTimeout when the first one takes longer than t_max_prompt_ms."""
-    it = aiter(events)
     try:
-        first = await asyncio.wait_for(anext(it), t_max_prompt_ms / 1000)
+        return await primed(events, t_max_prompt_ms / 1000)
     except TimeoutError:
-        await it.aclose()  # type: ignore[attr-defined]
         raise PromptTimeout() from None
-
-    async def replay() -> AsyncIterator[tuple[int, TokenEvent]]:
-        try:
-            yield first
-            async for item in it:
-                yield item
-        finally:
-            await it.aclose()  # type: ignore[attr-defined]
-
-    return replay()
