@@ -13,6 +13,9 @@ for f in localllm/*; do ln -sfn "$PWD/$f" /tmp/pkg/localllm/; done
 for d in kernels formats tui; do ln -sfn "$PWD/$d" /tmp/pkg/localllm/$d; done
 export PYTHONPATH=/tmp/pkg${PYTHONPATH:+:$PYTHONPATH}
 [ -d .carry/testdata ] && export LOCALLLM_TESTDATA="$PWD/.carry/testdata"
+# the device copy's .git is not the source's: bench provenance takes the commit stamped by
+# scripts/stamp_commit.sh before the call
+[ -f .carry/COMMIT ] && export LOCALLLM_GIT_COMMIT="$(head -1 .carry/COMMIT)"
 export PYTHONUNBUFFERED=1 LOCALLLM_CACHE=/tmp/localllm-cache
 mkdir -p /tmp/run && cd /tmp/run
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader

@@ -63,9 +63,16 @@ def model_digest(path: str) -> dict:
 
 def code_version() -> dict:
     """The git commit of the checkout this package runs from (and whether it has uncommitted
-    changes), else the installed package version."""
-    root = Path(localllm.__file__).resolve().parents[1]
+    changes), else the installed package version. A copy of a checkout whose git metadata is
+    not its source's (the GPU machine's working-tree copy) names it in LOCALLLM_GIT_COMMIT
+    ("<sha>" or "<sha>+dirty"; `scripts/device_setup.sh` reads it from `.carry/COMMIT`)."""
     out: dict = {"version": localllm.__version__, "git_commit": None, "git_dirty": None}
+    stamped = os.environ.get("LOCALLLM_GIT_COMMIT", "").strip()
+    if stamped:
+        sha, _, flag = stamped.partition("+")
+        out.update(git_commit=sha, git_dirty=flag == "dirty")
+        return out
+    root = Path(localllm.__file__).resolve().parents[1]
     try:
         commit = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "HEAD"],
