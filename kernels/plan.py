@@ -1,7 +1,8 @@
 """What runs at batch N, on the kernels side: every row threshold that picks a kernel lives
 here (the CUDA-graph bucket sizes of the engine are the runner's).
   rows (T)          quantized linear (`linear_kernel`)              norm / SiLU / attention
-  1, int8 act       dp4a GEMV (int8 activations, the GPU default)  also emit the int8 form
+  1 .. DP4A_MAX_T,  dp4a GEMV (int8 activations, the GPU default;  norm / SiLU also emit the
+    int8 act        several rows share each weight tile read)      int8 form (attention: 1 row)
   1                 GEMV (packed-fp16 decode for fp16 x)           column-split programs
   2 .. 16           fused dequant-GEMM (`qmm_triton`)              column-split norms; decode
                                                                    attention plan (split-KV)
@@ -25,9 +26,10 @@ from localllm.kernels.quant import KERNEL_FORMATS, kernel_facts
 if TYPE_CHECKING:
     from localllm.kernels.linear.qlinear import QuantWeight
 
-# int8 activations (`quant_act`) feed only the one-row GEMV: producers emit them for this many
-# rows, wider batches take x as it is
-INT8_ACT_ROWS = 1
+# up to this many rows int8 activations (`quant_act`) feed the dp4a GEMV (decode of a few
+# streams, speculative verification): producers emit them for this many rows, wider batches
+# take x as it is to the tensor-core GEMM
+DP4A_MAX_T = 8
 # up to this many rows the fused dequant-GEMM beats dequantize + cuBLAS: it reads the packed
 # weights once instead of writing and re-reading an fp16 copy (H200, weights from memory, 100
 # rows, Q4_K: 28672x4096 239 vs 358 us, 4096x14336 107 vs 197 us, 4096x4096 47 vs 52 us;
@@ -56,7 +58,7 @@ class LinearKernel(Enum):
 def linear_kernel(rows: int, fmt: str, int8_act: bool, fp32_on_gpu: bool) -> LinearKernel:
     """The one dispatch table of the Triton quantized linear: rows x format -> kernel.
     `int8_act`: x comes with (or may take) an int8 form; `fp32_on_gpu`: fp32 x on CUDA."""
-    if int8_act and rows == INT8_ACT_ROWS and fmt in KERNEL_FORMATS:
+    if int8_act and 1 <= rows <= DP4A_MAX_T and fmt in KERNEL_FORMATS:
         return LinearKernel.DP4A_GEMV
     if fmt not in KERNEL_FORMATS:
         return LinearKernel.DENSE
@@ -72,7 +74,7 @@ def linear_kernel(rows: int, fmt: str, int8_act: bool, fp32_on_gpu: bool) -> Lin
 def emits_int8(rows: int, width: int) -> bool:
     """Whether a producer (norm, SiLU x mul) also writes the int8 form of its [rows, width]
     output for the GEMV that follows."""
-    return rows == INT8_ACT_ROWS and width % 32 == 0
+    return 1 <= rows <= DP4A_MAX_T and width % 32 == 0
 
 
 def norm_block_cols(rows: int, block: int) -> int:
@@ -83,8 +85,8 @@ def norm_block_cols(rows: int, block: int) -> int:
 def qkv_fusable(x: torch.Tensor | QAct, ws: list[QuantWeight], head_dim: int,
                 cos_sin: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor) -> bool:  # fmt: skip
     """Whether QKV + RoPE + KV store runs as one dp4a launch per weight run (`qkv_rope_triton`):
-    one row with int8 activations, weights with a dp4a kernel in whole heads, a float cache."""
-    return (isinstance(x, QAct) and x.shape[0] == INT8_ACT_ROWS
+    one row (its programs read the weights once per row) with int8 activations, weights with a dp4a kernel in whole heads, a float cache."""
+    return (isinstance(x, QAct) and x.shape[0] == 1
             and all(w.fmt in KERNEL_FORMATS and w.k % kernel_facts(w.fmt).min_k == 0 for w in ws)
             and all(w.n % head_dim == 0 for w in ws) and head_dim % 2 == 0
             and _float_kv(k_cache.dtype)

@@ -135,7 +135,7 @@ def _dp4a_case(name: str, fmt: str) -> Case:
     ng, _, split = dp4a_triton.split_groups(cfg, K // kernel_facts(fmt).group)
     types = {"xq_ptr": "*i8", "xs_ptr": "*fp32", "out_ptr": "*fp16", "bias_ptr": "*fp16",
              **_plane_types(fmt)}  # fmt: skip
-    consts = dp4a_triton.kernel_constexprs(fmt, cfg.bn, ng, split > 1, False, False)
+    consts = dp4a_triton.kernel_constexprs(fmt, cfg.bn, ng, 1, split > 1, False, False)
     return Case(name, dp4a_triton._dp4a_kernel, types, consts, cfg.warps, 1)
 
 

@@ -15,6 +15,7 @@ from localllm.kernels.linear.qlinear import dequantize_weight, pack_weight
 pytest.importorskip("triton")
 from localllm.kernels.fused.quant_act_triton import quant_act_triton  # noqa: E402
 from localllm.kernels.linear import dp4a_triton as dp  # noqa: E402
+from localllm.kernels.plan import DP4A_MAX_T  # noqa: E402
 from localllm.kernels.quant import kernel_facts  # noqa: E402
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
@@ -80,8 +81,31 @@ CONFIGS = [dp.Dp4aConfig(4, 1, 1), dp.Dp4aConfig(2, 1, 1, split=3), dp.Dp4aConfi
 @pytest.mark.parametrize("cfg", CONFIGS, ids=str)
 @pytest.mark.parametrize("qtype", list(KERNEL_QTYPES), ids=lambda q: q.name)
 def test_dp4a_matches_reference(qtype: QT, cfg: dp.Dp4aConfig) -> None:
-    # 11 rows: a partial row block; K = 768: a partial K step (masked groups)
-    _check(qtype, 11, 768, cfg, t=2, bias=cfg.split > 1)
+    # 11 weight rows: a partial row block; K = 768: a partial K step (masked groups); 3
+    # activation rows: one multi-row program
+    _check(qtype, 11, 768, cfg, t=3, bias=cfg.split > 1)
+
+
+@pytest.mark.parametrize("t", [2, 8, 11])
+@pytest.mark.parametrize("qtype", [QT.Q4_K, QT.Q6_K], ids=lambda q: q.name)
+def test_dp4a_rows_equal_one_row_launches(qtype: QT, t: int) -> None:
+    """Several activation rows per program (one weight-tile read for all) give each row
+    bit for bit what a one-row launch gives it (speculative verification and plain decode
+    then take the same tokens); 11 rows: two blocks of 6, the last with a row past T."""
+    fmt = KERNEL_QTYPES[qtype]
+    w = pack_weight(random_raw(qtype, 10, 512, seed=t), DEV)
+    planes = [w.tensors[p] for p in kernel_facts(fmt).planes]
+    xq, xs = quant_act_ref(torch.randn(t, 512, device=DEV), kernel_facts(fmt).act_layout)
+    b = torch.randn(10, device=DEV)
+    cfg = dp.Dp4aConfig(4, 1, 1)
+    out = dp.dp4a_launch(xq, xs, planes, fmt, 10, b, cfg, torch.float32)
+    rows = [dp.dp4a_launch(xq[i : i + 1], xs[i : i + 1], planes, fmt, 10, b, cfg, torch.float32)
+            for i in range(t)]  # fmt: skip
+    assert torch.equal(out, torch.cat(rows))
+
+
+def test_row_blocks() -> None:
+    assert [dp.row_block(t) for t in (1, 5, 8, 9, 12, 16)] == [1, 5, 8, 5, 6, 8]
 
 
 def test_dp4a_config_splits_short_matrices() -> None:
@@ -91,17 +115,14 @@ def test_dp4a_config_splits_short_matrices() -> None:
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("t", [1, 5, 12])
 @pytest.mark.parametrize("shape", [(4096, 4096), (1024, 4096), (28672, 4096), (4096, 14336)])
 @pytest.mark.parametrize("qtype", list(KERNEL_QTYPES), ids=lambda q: q.name)
-def test_gpu_dp4a_matches_reference(qtype: QT, shape: tuple[int, int]) -> None:
+def test_gpu_dp4a_matches_reference(qtype: QT, shape: tuple[int, int], t: int) -> None:
     n, k = shape
     fmt = KERNEL_QTYPES[qtype]
-    _check(
-        qtype,
-        n,
-        k,
-        dp.dp4a_config(fmt, n, k, torch.cuda.get_device_properties(0).multi_processor_count),
-    )
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    _check(qtype, n, k, dp.dp4a_config(fmt, n, k, sms), t=t)
 
 
 @pytest.mark.gpu
@@ -124,14 +145,15 @@ def test_gpu_dp4a_error_vs_fp32_activations(qtype: QT) -> None:
 
 @pytest.mark.parametrize("layout", ["w4", "w8"])
 def test_norm_and_silu_emit_the_int8_form(layout: str) -> None:
-    """RMSNorm / add+RMSNorm / SiLU x mul with `quant`, one row: a QAct whose int8 form equals
-    the standalone quantizer's on the stored output; wider batches return plain tensors."""
+    """RMSNorm / add+RMSNorm / SiLU x mul with `quant`, one or a few rows: a QAct whose int8
+    form equals the standalone quantizer's on the stored output; wider batches (more rows than
+    the dp4a GEMV takes) return plain tensors."""
     from localllm.kernels.fused.activation_triton import silu_mul
     from localllm.kernels.fused.norm_triton import add_rms_norm, rms_norm
     from localllm.kernels.fused.quant_act import QAct
 
     dt = torch.float16 if DEV == "cuda" else torch.float32
-    x, r = (torch.randn(1, 256, device=DEV, dtype=dt) for _ in range(2))
+    x, r = (torch.randn(3, 256, device=DEV, dtype=dt) for _ in range(2))
     w = torch.rand(256, device=DEV, dtype=dt) + 0.5
     outs = [rms_norm(x, w, 1e-5, quant=layout), add_rms_norm(x, r, w, 1e-5, quant=layout)[0],
             silu_mul(x, r, quant=layout)]  # fmt: skip
@@ -142,12 +164,13 @@ def test_norm_and_silu_emit_the_int8_form(layout: str) -> None:
         assert torch.equal(q, rq)
         torch.testing.assert_close(s, rs)
     assert torch.equal(outs[0].x, rms_norm(x, w, 1e-5))
-    assert not isinstance(rms_norm(torch.cat([x, x]), w, 1e-5, quant=layout), QAct)
+    wide = torch.randn(DP4A_MAX_T + 1, 256, device=DEV, dtype=dt)
+    assert not isinstance(rms_norm(wide, w, 1e-5, quant=layout), QAct)
 
 
-def test_qlinear_triton_takes_int8_path_for_one_row() -> None:
-    """A QAct input at T == 1 runs the dp4a GEMV (its output equals a direct dp4a launch);
-    at T > 1 and for plain tensors the float kernels run."""
+def test_qlinear_triton_takes_int8_path_for_few_rows() -> None:
+    """A QAct input of 1 .. DP4A_MAX_T rows runs the dp4a GEMV (its output equals a direct
+    dp4a launch per row); wider QActs and plain tensors take the float kernels."""
     from localllm.kernels.fused.quant_act import QAct
     from localllm.kernels.linear.qlinear_triton import qlinear_triton
 
@@ -165,7 +188,10 @@ def test_qlinear_triton_takes_int8_path_for_one_row() -> None:
     fp = qlinear_triton(x, w)
     assert ((fp.double() - ref).norm() / ref.norm()) < 1e-4
     x2 = torch.randn(2, 512, device=DEV)
-    torch.testing.assert_close(qlinear_triton(QAct(x2), w), qlinear_triton(x2, w))
+    two = qlinear_triton(QAct(x2), w)
+    assert torch.equal(two, torch.cat([qlinear_triton(QAct(x2[i : i + 1]), w) for i in range(2)]))
+    wide = torch.randn(DP4A_MAX_T + 1, 512, device=DEV)
+    torch.testing.assert_close(qlinear_triton(QAct(wide), w), qlinear_triton(wide, w))
 
 
 @pytest.mark.parametrize("one_row", [True, False])

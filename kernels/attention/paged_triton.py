@@ -21,7 +21,6 @@ from localllm.kernels.device import DeviceProps, device_props
 from localllm.kernels.fused.quant_act import QUANT_CODES, QAct
 from localllm.kernels.fused.quant_act_triton import act_buffers
 from localllm.kernels.plan import ATTN_DECODE_MAX_Q as DECODE_MAX_Q
-from localllm.kernels.plan import INT8_ACT_ROWS
 from localllm.kernels.scratch import ZeroScratch
 
 MIN_PART = 128  # fewest KV tokens per decode partition
@@ -158,7 +157,7 @@ def run_paged_attention(
     shape = (t, hq, plan.parts) if split else (1, 1, 1)
     lse_p = torch.empty(shape, dtype=torch.float32, device=q.device)  # [T, Hq, P]
     out_p = torch.empty((*shape, d), dtype=torch.float32, device=q.device)  # [T, Hq, P, D]
-    code = QUANT_CODES[quant] if split and t == INT8_ACT_ROWS and d == d_pad and d % 32 == 0 else 0
+    code = QUANT_CODES[quant] if split and t == 1 and d == d_pad and d % 32 == 0 else 0
     xq, xs = act_buffers(1, hq * d, q.device) if code else (out, out)
     grid = (plan.m_blocks, batch * n_kv, plan.parts)
     cnt = _COUNTERS.get(q.device, grid[0] * grid[1]) if merge else lse_p

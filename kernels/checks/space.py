@@ -41,6 +41,7 @@ from localllm.kernels.linear.qlinear_triton import pick_config, qlinear_launch
 from localllm.kernels.linear.qmm_triton import mm_config, qmm_launch
 from localllm.kernels.plan import (
     ATTN_DECODE_MAX_Q,
+    DP4A_MAX_T,
     MM_MAX_T,
     LinearKernel,
     linear_kernel,
@@ -125,7 +126,7 @@ def _linear_cases(props: DeviceProps, m: ModelShape) -> Iterator[Case]:
                 continue  # such a tensor comes in another format (the op refuses it)
             for dtype in ACT_DTYPES:
                 for rows in LINEAR_ROWS:
-                    for int8 in (True, False) if rows == 1 else (False,):
+                    for int8 in (True, False) if rows <= DP4A_MAX_T else (False,):
                         kernel = linear_kernel(rows, fmt, int8, dtype == torch.float32)
                         cfg = _linear_config(props, kernel, fmt, n, k, rows)
                         key = (fmt, n, k, dtype, has_bias, kernel, cfg, _spec(rows))

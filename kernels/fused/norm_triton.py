@@ -86,9 +86,9 @@ def _launch(
     r_out = torch.empty_like(out) if residual is not None else out
     if x2.shape[0] == 0:
         return out.view(x.shape), r_out.view(x.shape) if residual is not None else None
-    # int8 activations only feed the one-row GEMV (quant_act); wider batches take x as it is
+    # int8 activations feed the dp4a GEMV of a few rows (plan.DP4A_MAX_T); wider batches take x
     code = QUANT_CODES[quant] if emits_int8(x2.shape[0], d) and x.dim() == 2 else 0
-    xq, xs = act_buffers(1, d, x.device) if code else (out, out)
+    xq, xs = act_buffers(x2.shape[0], d, x.device) if code else (out, out)
     block = max(32, triton.next_power_of_2(d))
     block_c = norm_block_cols(x2.shape[0], block)
     # H200, one row of 4096 in a CUDA graph (scripts/sweep_small_kernels.py): 512 columns x 8

@@ -52,28 +52,99 @@ def _dp4a_dot(xw, xs, p0, p1, p2, p3, p4, rows, G, g_lo, g_hi, LOAD: tl.constexp
 
 
 @triton.jit
+def _dp4a_dot_rows(xw, xs, sxw, sxs, r0, T, p0, p1, p2, p3, p4, rows, G, g_lo, g_hi,
+                   LOAD: tl.constexpr, GROUP: tl.constexpr, BN: tl.constexpr, NG: tl.constexpr,
+                   RB: tl.constexpr, EMU: tl.constexpr):  # fmt: skip
+    """fp32 [BN] x 8 (the first RB meaningful): `_dp4a_dot` for activation rows r0 .. r0 +
+    RB - 1 (row strides sxw / sxs; rows past T read row T - 1) over one read of the weight
+    tile: each step's loaded words meet every row's activations (the format's byte split is
+    common to the rows and computed once)."""
+    xw0 = xw + r0.to(tl.int64) * sxw
+    xs0 = xs + r0.to(tl.int64) * sxs
+    # rows past T re-read row T - 1 (in bounds; their results are not stored)
+    xw1 = xw + tl.minimum(r0 + 1, T - 1).to(tl.int64) * sxw
+    xs1 = xs + tl.minimum(r0 + 1, T - 1).to(tl.int64) * sxs
+    xw2 = xw + tl.minimum(r0 + 2, T - 1).to(tl.int64) * sxw
+    xs2 = xs + tl.minimum(r0 + 2, T - 1).to(tl.int64) * sxs
+    xw3 = xw + tl.minimum(r0 + 3, T - 1).to(tl.int64) * sxw
+    xs3 = xs + tl.minimum(r0 + 3, T - 1).to(tl.int64) * sxs
+    xw4 = xw + tl.minimum(r0 + 4, T - 1).to(tl.int64) * sxw
+    xs4 = xs + tl.minimum(r0 + 4, T - 1).to(tl.int64) * sxs
+    xw5 = xw + tl.minimum(r0 + 5, T - 1).to(tl.int64) * sxw
+    xs5 = xs + tl.minimum(r0 + 5, T - 1).to(tl.int64) * sxs
+    xw6 = xw + tl.minimum(r0 + 6, T - 1).to(tl.int64) * sxw
+    xs6 = xs + tl.minimum(r0 + 6, T - 1).to(tl.int64) * sxs
+    xw7 = xw + tl.minimum(r0 + 7, T - 1).to(tl.int64) * sxw
+    xs7 = xs + tl.minimum(r0 + 7, T - 1).to(tl.int64) * sxs
+    a0 = tl.zeros([NG, BN], dtype=tl.float32)  # per-group partials of each row
+    a1 = a0
+    a2 = a0
+    a3 = a0
+    a4 = a0
+    a5 = a0
+    a6 = a0
+    a7 = a0
+    n_steps = tl.cdiv(tl.maximum(g_hi - g_lo, 0), NG)
+    g = g_lo + tl.arange(0, NG)  # [NG]
+    w, e, s0, m0, s1, m1 = LOAD(p0, p1, p2, p3, p4, rows, g, g < g_hi, G)
+    for _ in range(n_steps):
+        gn = g + NG
+        nw, ne, ns0, nm0, ns1, nm1 = LOAD(p0, p1, p2, p3, p4, rows, gn, gn < g_hi, G)
+        gm = g < g_hi
+        a0 = GROUP(a0, w, e, s0, m0, s1, m1, xw0, xs0, g, gm, EMU)
+        if RB > 1:
+            a1 = GROUP(a1, w, e, s0, m0, s1, m1, xw1, xs1, g, gm, EMU)
+        if RB > 2:
+            a2 = GROUP(a2, w, e, s0, m0, s1, m1, xw2, xs2, g, gm, EMU)
+        if RB > 3:
+            a3 = GROUP(a3, w, e, s0, m0, s1, m1, xw3, xs3, g, gm, EMU)
+        if RB > 4:
+            a4 = GROUP(a4, w, e, s0, m0, s1, m1, xw4, xs4, g, gm, EMU)
+        if RB > 5:
+            a5 = GROUP(a5, w, e, s0, m0, s1, m1, xw5, xs5, g, gm, EMU)
+        if RB > 6:
+            a6 = GROUP(a6, w, e, s0, m0, s1, m1, xw6, xs6, g, gm, EMU)
+        if RB > 7:
+            a7 = GROUP(a7, w, e, s0, m0, s1, m1, xw7, xs7, g, gm, EMU)
+        w, e, s0, m0, s1, m1 = nw, ne, ns0, nm0, ns1, nm1
+        g = gn
+    return (tl.sum(a0, axis=0), tl.sum(a1, axis=0), tl.sum(a2, axis=0), tl.sum(a3, axis=0),
+            tl.sum(a4, axis=0), tl.sum(a5, axis=0), tl.sum(a6, axis=0), tl.sum(a7, axis=0))  # fmt: skip
+
+
+@triton.jit
 def _dp4a_kernel(
     xq_ptr, xs_ptr, out_ptr, bias_ptr, p0, p1, p2, p3, p4,
-    N, G, per_split, stride_xw, stride_xs, stride_om,
-    LOAD: tl.constexpr, GROUP: tl.constexpr, BN: tl.constexpr, NG: tl.constexpr,
+    T, N, G, per_split, stride_xw, stride_xs, stride_om,
+    LOAD: tl.constexpr, GROUP: tl.constexpr, BN: tl.constexpr, NG: tl.constexpr, RB: tl.constexpr,
     ATOMIC: tl.constexpr, HAS_BIAS: tl.constexpr, EMU: tl.constexpr,
 ):  # fmt: skip
-    """out [T, N] (+)= dequant(xq, xs) [T, K] @ W^T: program (n, m, k) owns weight rows
-    [n BN, n BN + BN), activation row m and groups [k per_split, (k + 1) per_split) (groups
-    of the weight layout: 32 elements, 16 for Q8_0)."""
-    pid_n = tl.program_id(0)
-    pid_m = tl.program_id(1)
+    """out [T, N] (+)= dequant(xq, xs) [T, K] @ W^T: program (m, n, k) owns activation rows
+    [m RB, m RB + RB), weight rows [n BN, n BN + BN) and groups [k per_split, (k + 1)
+    per_split) (groups of the weight layout: 32 elements, 16 for Q8_0). The row blocks of one
+    weight tile are neighbours in launch order (they share it through L2)."""
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
     pid_k = tl.program_id(2)
     offs_n = pid_n * BN + tl.arange(0, BN)  # [BN]
     mask_n = offs_n < N
     rows = (offs_n % N).to(tl.int64)  # clamped: unmasked weight loads
-    xw = xq_ptr.to(tl.pointer_type(tl.int32)) + pid_m.to(tl.int64) * stride_xw
-    xs = xs_ptr + pid_m.to(tl.int64) * stride_xs
+    xw = xq_ptr.to(tl.pointer_type(tl.int32))
     g_lo = pid_k * per_split
     g_hi = tl.minimum(g_lo + per_split, G)
-    res = _dp4a_dot(xw, xs, p0, p1, p2, p3, p4, rows, G, g_lo, g_hi, LOAD, GROUP, BN, NG, EMU)
-    optrs = out_ptr + pid_m.to(tl.int64) * stride_om + offs_n
-    _write_out(res, optrs, mask_n, bias_ptr, offs_n, mask_n, pid_k, HAS_BIAS, ATOMIC)
+    r0 = pid_m * RB
+    if RB == 1:
+        res = _dp4a_dot(xw + r0.to(tl.int64) * stride_xw, xs_ptr + r0.to(tl.int64) * stride_xs,
+                        p0, p1, p2, p3, p4, rows, G, g_lo, g_hi, LOAD, GROUP, BN, NG, EMU)  # fmt: skip
+        optrs = out_ptr + r0.to(tl.int64) * stride_om + offs_n
+        _write_out(res, optrs, mask_n, bias_ptr, offs_n, mask_n, pid_k, HAS_BIAS, ATOMIC)
+    else:
+        res = _dp4a_dot_rows(xw, xs_ptr, stride_xw, stride_xs, r0, T, p0, p1, p2, p3, p4, rows,
+                             G, g_lo, g_hi, LOAD, GROUP, BN, NG, RB, EMU)  # fmt: skip
+        for r in tl.static_range(RB):
+            optrs = out_ptr + (r0 + r).to(tl.int64) * stride_om + offs_n
+            ok = mask_n & (offs_n * 0 + r0 + r < T)  # [BN]: scalar masks trip the interpreter
+            _write_out(res[r], optrs, ok, bias_ptr, offs_n, mask_n, pid_k, HAS_BIAS, ATOMIC)
 
 
 @triton.jit
@@ -181,10 +252,22 @@ def format_constexprs(fmt: str, suffix: str = "") -> dict[str, object]:
     return {"LOAD" + suffix: hooks.dp4a_load, "GROUP" + suffix: hooks.dp4a_group}
 
 
-def kernel_constexprs(fmt: str, bn: int, ng: int, atomic: bool, has_bias: bool,
+def kernel_constexprs(fmt: str, bn: int, ng: int, rb: int, atomic: bool, has_bias: bool,
                       emu: bool) -> dict[str, object]:  # fmt: skip
     """The constexpr arguments of `_dp4a_kernel` for one launch."""
-    return dict(**format_constexprs(fmt), BN=bn, NG=ng, ATOMIC=atomic, HAS_BIAS=has_bias, EMU=emu)
+    return dict(**format_constexprs(fmt), BN=bn, NG=ng, RB=rb, ATOMIC=atomic, HAS_BIAS=has_bias,
+                EMU=emu)  # fmt: skip
+
+
+# activation rows one program can take (`_dp4a_dot_rows` holds one accumulator per row)
+MAX_ROW_BLOCK = 8
+
+
+def row_block(t: int) -> int:
+    """Activation rows per program: all T rows in one block up to MAX_ROW_BLOCK, else the
+    fewest equal blocks (12 rows: 2 x 6)."""
+    blocks = triton.cdiv(max(t, 1), MAX_ROW_BLOCK)
+    return triton.cdiv(max(t, 1), blocks)
 
 
 def dp4a_launch(
@@ -207,11 +290,12 @@ def dp4a_launch(
     out = (torch.zeros if split > 1 else torch.empty)((t, n), device=xq.device, dtype=dtype)
     if t == 0:
         return out.to(out_dtype)
-    grid = (triton.cdiv(n, cfg.bn), t, split)
+    rb = row_block(t)
+    grid = (triton.cdiv(t, rb), triton.cdiv(n, cfg.bn), split)
     _dp4a_kernel[grid](
         xq, xs, out, bias if bias is not None else out, *plane_args(planes),
-        n, groups, per_split, k // 4, xs.stride(0), out.stride(0),
-        **kernel_constexprs(fmt, cfg.bn, ng, split > 1, bias is not None, _emu()),
+        t, n, groups, per_split, k // 4, xs.stride(0), out.stride(0),
+        **kernel_constexprs(fmt, cfg.bn, ng, rb, split > 1, bias is not None, _emu()),
         num_warps=cfg.warps, num_stages=1,
     )  # fmt: skip
     return out if split == 1 else out.to(out_dtype)
