@@ -28,8 +28,10 @@ if TYPE_CHECKING:
 
 # up to this many rows int8 activations (`quant_act`) feed the dp4a GEMV (decode of a few
 # streams, speculative verification): producers emit them for this many rows, wider batches
-# take x as it is to the tensor-core GEMM
-DP4A_MAX_T = 8
+# take x as it is to the fused GEMM. H200, 8B shapes, weights from memory
+# (scripts/sweep_dp4a_rows.py): the dp4a GEMV at 5 rows 7.7-34 us vs the fused GEMM's 12-48;
+# at 8-9 rows the GEMM wins on the tall matrices (gate+up 48 vs 54-57 us, LM head 224 vs 297)
+DP4A_MAX_T = 6
 # up to this many rows the fused dequant-GEMM beats dequantize + cuBLAS: it reads the packed
 # weights once instead of writing and re-reading an fp16 copy (H200, weights from memory, 100
 # rows, Q4_K: 28672x4096 239 vs 358 us, 4096x14336 107 vs 197 us, 4096x4096 47 vs 52 us;

@@ -11,6 +11,7 @@ Usage: python3 scripts/sweep_dp4a_rows.py [--rows 1,2,3,4,5,6,8,9,12,16] [--budg
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import sys
@@ -48,13 +49,15 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", default="1,2,3,4,5,6,8,9,12,16")
     ap.add_argument("--budget", type=float, default=300.0, help="seconds before stopping")
+    ap.add_argument("--shapes", default="", help="indices into sweep_dp4a.SHAPES (default all)")
     ap.add_argument("--alts", action="store_true", help="also try a few other dp4a configs")
     a = ap.parse_args()
     log = open(os.path.join(os.environ.get("OUT", "."), "sweep_dp4a_rows.jsonl"), "w")
     props = device_props(torch.device("cuda"))
     sms, smem = props.sm_count, props.smem_per_block
     start = time.time()
-    for fmt, n, k in SHAPES:
+    pick = [int(i) for i in a.shapes.split(",")] if a.shapes else range(len(SHAPES))
+    for fmt, n, k in [SHAPES[i] for i in pick]:
         if time.time() - start > a.budget:
             print("budget spent")
             break
@@ -69,10 +72,12 @@ def main() -> None:
             xq, xs = quant_act_triton(x, layout)
             heur = dp.dp4a_config(fmt, n, k, sms)
             cfgs = [heur]
-            if a.alts:
-                cfgs += [c for c in (dp.Dp4aConfig(2, 1, 2), dp.Dp4aConfig(4, 1, 1),
-                                     dp.Dp4aConfig(2, 1, 4), dp.Dp4aConfig(4, 1, 2),
-                                     dp.Dp4aConfig(1, 1, 4)) if c != heur]  # fmt: skip
+            if a.alts and t > 1:
+                rbs = sorted({0, -(-t // 2)} if t > 2 else {0})
+                cfgs += [c for c in (dp.Dp4aConfig(bn, gpt, warps, 1, rb)
+                                     for bn, gpt, warps, rb in itertools.product(
+                                         (2, 4, 8), (1, 2), (1, 2, 4), rbs)
+                                     if bn * gpt <= 8) if c != heur]  # fmt: skip
             times = {}
             for cfg in cfgs:
                 try:
@@ -90,8 +95,10 @@ def main() -> None:
                                   "best_us": best[1], "best_cfg": best[0].__dict__,
                                   "qmm_us": mm}) + "\n")  # fmt: skip
             mm_s = f"{mm:6.1f}" if mm else "     -"
-            line.append(f"T{t}: {h:6.1f} ({h / base:4.2f}x, best {best[1]:6.1f} "
-                        f"{best[0].bn}/{best[0].warps}) qmm {mm_s}")  # fmt: skip
+            b = best[0]
+            line.append(f"T{t}: {h:6.1f} ({h / base:4.2f}x, best {best[1]:6.1f} = "
+                        f"{best[1] / base:4.2f}x bn{b.bn} gpt{b.gpt} w{b.warps} rb{b.rb}) "
+                        f"qmm {mm_s}")  # fmt: skip
         log.flush()
         pct = 100 * w.nbytes / (base * 1e-6) / PEAK_BW
         print(f"{fmt} {n}x{k} (T1 {pct:4.1f}% of {PEAK_BW / 1e12:.1f} TB/s):", flush=True)

@@ -138,7 +138,7 @@ def _linear_config(props: DeviceProps, kernel: LinearKernel, fmt: str, n: int, k
                    rows: int) -> object:  # fmt: skip
     """The config `qlinear_triton` launches `kernel` with on `props`."""
     if kernel is LinearKernel.DP4A_GEMV:
-        return dp4a_config(fmt, n, k, props.sm_count)
+        return dp4a_config(fmt, n, k, props.sm_count, rows)
     if kernel is LinearKernel.FUSED_GEMM:
         return mm_config(fmt, n, k, rows, props.sm_count, props.smem_per_block)
     if kernel in (LinearKernel.GEMV, LinearKernel.TILE_GEMM, LinearKernel.DEQUANT_MATMUL):

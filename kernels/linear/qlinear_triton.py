@@ -116,13 +116,13 @@ def qlinear_triton(
 
 
 def _dp4a(act: QAct, w: QuantWeight, bias: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor:
-    """One row: int8 activations x packed weights in dp4a (`dp4a_triton`); the int8 form comes
+    """A few rows: int8 activations x packed weights in dp4a (`dp4a_triton`); the int8 form comes
     from the producer of x (fused norm / SiLU) or is quantized here once."""
     x = act.x
     _check(x, w, bias)
     f = kernel_facts(w.fmt)
     xq, xs = fill_lazily(act, f.act_layout)
-    cfg = dp4a_config(w.fmt, w.n, w.k, _num_sms(x.device))
+    cfg = dp4a_config(w.fmt, w.n, w.k, _num_sms(x.device), x.shape[0])
     planes = [w.tensors[p] for p in f.planes]
     return dp4a_launch(xq, xs, planes, w.fmt, w.n, bias, cfg, dtype)
 
