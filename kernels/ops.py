@@ -60,6 +60,11 @@ class Argmax(Protocol):
     def __call__(self, logits: torch.Tensor) -> torch.Tensor: ...
 
 
+class MaskedArgmax(Protocol):
+    def __call__(self, logits: torch.Tensor, bitmask: torch.Tensor, rows: torch.Tensor,
+                 out: torch.Tensor) -> None: ...  # fmt: skip
+
+
 class QuantAct(Protocol):
     def __call__(self, x: torch.Tensor, layout: str) -> tuple[torch.Tensor, torch.Tensor]: ...
 
@@ -76,4 +81,5 @@ class OpSet:
     qlinear: QLinear
     qkv_rope_store: QkvRopeStore
     argmax: Argmax
+    masked_argmax: MaskedArgmax
     quant_act: QuantAct

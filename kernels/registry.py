@@ -27,7 +27,15 @@ def triton_available() -> bool:
 
 def reference_ops() -> OpSet:
     from localllm.kernels.attention import paged
-    from localllm.kernels.fused import activation, argmax, norm, qkv_rope, quant_act, rope_kv
+    from localllm.kernels.fused import (
+        activation,
+        argmax,
+        masked_argmax,
+        norm,
+        qkv_rope,
+        quant_act,
+        rope_kv,
+    )
     from localllm.kernels.linear import qlinear
 
     return OpSet(
@@ -39,6 +47,7 @@ def reference_ops() -> OpSet:
         qlinear=qlinear.qlinear_ref,
         qkv_rope_store=qkv_rope.qkv_rope_store,
         argmax=argmax.argmax_ref,
+        masked_argmax=masked_argmax.masked_argmax_ref,
         quant_act=quant_act.quant_act_ref,
     )
 
@@ -50,6 +59,7 @@ def triton_ops() -> OpSet:
     from localllm.kernels.fused import (
         activation_triton,
         argmax_triton,
+        masked_argmax_triton,
         norm_triton,
         qkv_rope_triton,
         quant_act_triton,
@@ -66,6 +76,7 @@ def triton_ops() -> OpSet:
         qlinear=qlinear_triton.qlinear_triton,
         qkv_rope_store=qkv_rope_triton.qkv_rope_store,
         argmax=argmax_triton.argmax_triton,
+        masked_argmax=masked_argmax_triton.masked_argmax_triton,
         quant_act=quant_act_triton.quant_act_triton,
     )
 

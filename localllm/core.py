@@ -93,10 +93,12 @@ class SamplingParams:
         return self.greedy and not self.needs_penalties and self.constraint is None
 
     @property
-    def plain_greedy(self) -> bool:
-        """The argmax of the raw logits is the whole answer (no penalties, no logprobs): the
-        engine may take the id computed on the device in the decode CUDA graph."""
-        return self.raw_argmax and self.logprobs is None
+    def argmax_on_device(self) -> bool:
+        """Greedy with no penalties and no logprobs: the token is the argmax of the logits
+        after at most a grammar mask, which the engine applies on the device. The engine takes
+        the id computed there (the decode CUDA graph's argmax, or `masked_argmax` for a
+        constrained row) and the row never reaches the sampler."""
+        return self.greedy and not self.needs_penalties and self.logprobs is None
 
     @property
     def needs_penalties(self) -> bool:

@@ -3,7 +3,8 @@
 For each batch size, the same prompts decode `--gen` tokens three ways: greedy without a
 constraint (the engine's fastest path: argmax inside the CUDA graph), sampled without a
 constraint (temperature 0.7: the sampler runs), and greedy under a JSON schema (masks filled
-on the CPU while the forward runs, applied to the logits, then the sampler). The synthetic
+on the CPU while the forward runs, applied on the device with the masked argmax joining the
+greedy ids: the sampler does not run). The synthetic
 model's random weights write long JSON strings, so constrained sequences decode as long as
 free ones. Also reports llguidance's CPU time per masked token.
 

@@ -177,17 +177,17 @@ def test_decode_prefill_chunk_caps_prefill_beside_decodes(stories):
     assert any(step.get(31) == 31 for step in seen)  # the short one: whole, in one step
 
 
-def test_device_greedy_ids_serve_plain_greedy_rows_only(stories):
-    """With a CUDA graph, the graph's argmax ids stand in for sampling when every sampled row is
-    plain greedy (no penalties, no logprobs); otherwise the sampler runs on the logits. Driven
-    here with a stand-in id tensor, so the two paths give visibly different ids."""
+def test_device_greedy_ids_serve_greedy_rows_only(stories):
+    """With a CUDA graph, the graph's argmax ids stand in for sampling for greedy rows without
+    penalties or logprobs; otherwise the sampler runs on the logits. Driven here with a
+    stand-in id tensor, so the two paths give visibly different ids."""
 
     eng = _engine(stories)
     plain = SamplingParams(max_tokens=4, temperature=0.0, ignore_eos=True)
     logp = SamplingParams(max_tokens=4, temperature=0.0, ignore_eos=True, logprobs=2)
-    assert plain.plain_greedy and not logp.plain_greedy
-    assert not SamplingParams(temperature=0.0, repetition_penalty=1.2).plain_greedy
-    assert not SamplingParams(temperature=0.7).plain_greedy
+    assert plain.argmax_on_device and not logp.argmax_on_device
+    assert not SamplingParams(temperature=0.0, repetition_penalty=1.2).argmax_on_device
+    assert not SamplingParams(temperature=0.7).argmax_on_device
     for params, device_ids in ((plain, True), (logp, False)):
         eng.add_request([1, 5, 9], params)
         batch = eng.scheduler.schedule()

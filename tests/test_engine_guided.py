@@ -118,7 +118,7 @@ def test_masks_for_verify_rows_follow_the_row_layout(engine: LLMEngine) -> None:
     from localllm.engine.guided import GuidedDecoding
 
     tok = engine.tokenizer
-    guided = GuidedDecoding(tok, engine.model_cfg.vocab_size)
+    guided = GuidedDecoding(tok, engine.model_cfg.vocab_size, engine.runner.model.ops)
     spec = ConstraintSpec.json_schema({"enum": ["yes", "no"]})
     guided.add(1, spec)
     guided.add(3, spec)
@@ -127,8 +127,9 @@ def test_masks_for_verify_rows_follow_the_row_layout(engine: LLMEngine) -> None:
     items = [(1, draft), (2, [5, 6]), (3, [])]  # seq 2 is free
     layout = [(0, 1 + len(draft)), (1 + len(draft), 3), (4 + len(draft), 1)]
     logits = torch.zeros(5 + len(draft), engine.model_cfg.vocab_size)
-    guided.apply(guided.start_masks(items), logits, layout)
+    greedy = guided.apply(guided.start_masks(items), logits, layout, None)
     allowed = [set(torch.nonzero(row == 0).flatten().tolist()) for row in logits]
+    assert greedy is not None and greedy.tolist() == [min(a) for a in allowed]  # first allowed
     full = set(range(engine.model_cfg.vocab_size))
     assert allowed[len(draft) + 1 : len(draft) + 4] == [full] * 3  # the free item
     for j in range(len(draft)):

@@ -9,9 +9,12 @@ import pytest
 import torch
 from structured_models import compiler, tokenizer
 
-from localllm.structured.bitmask import BatchMasker, allocate_bitmask, apply_bitmask_
+from localllm.kernels.registry import Ops
+from localllm.structured.bitmask import BatchMasker, allocate_bitmask
 from localllm.structured.constraint import Constraint, ConstraintBroken
 from localllm.structured.spec import ConstraintError, ConstraintSpec
+
+MASKED_ARGMAX = Ops("reference").masked_argmax
 
 PERSON = {
     "type": "object",
@@ -166,7 +169,8 @@ def test_strict_schema_from_pydantic_is_accepted() -> None:
 
 
 def test_random_logits_under_a_mask_always_give_valid_json() -> None:
-    """The sampling loop with the bitmask helper: whatever the logits, the output validates."""
+    """The greedy loop with the masks applied by `masked_argmax`: whatever the logits, the
+    output validates."""
     name = "llama2"
     comp = compiler(name)
     gen = torch.Generator().manual_seed(0)
@@ -183,11 +187,13 @@ def test_random_logits_under_a_mask_always_give_valid_json() -> None:
             logits = torch.randn(3, comp.table.vocab_size + 7, generator=gen)  # + a free row
             rows = torch.tensor(live)
             free = logits[2].clone()
-            apply_bitmask_(logits, bitmask[: len(live)], rows)
-            assert torch.equal(logits[2], free)
+            greedy = torch.full((3,), -1, dtype=torch.int64)
+            MASKED_ARGMAX(logits, bitmask[: len(live)], rows, greedy)
+            assert torch.equal(logits[2], free) and greedy[2] == -1
             assert torch.isinf(logits[rows][:, comp.table.vocab_size :]).all()
             for k in live:
-                tok = int(logits[k].argmax())
+                tok = int(greedy[k])
+                assert tok == int(logits[k].argmax())
                 cons[k].accept(tok)
                 outs[k].append(tok)
         for k in range(2):
@@ -216,5 +222,6 @@ def test_batch_fill_with_drafts_gives_the_mask_after_each_draft_token() -> None:
 
 def apply_ids(bitmask: torch.Tensor, vocab: int) -> list[set[int]]:
     logits = torch.zeros(bitmask.shape[0], vocab)
-    apply_bitmask_(logits, bitmask)
+    rows = torch.arange(bitmask.shape[0])
+    MASKED_ARGMAX(logits, bitmask, rows, torch.empty_like(rows))
     return [set(torch.nonzero(row == 0).flatten().tolist()) for row in logits]

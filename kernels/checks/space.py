@@ -29,6 +29,7 @@ from localllm.kernels.checks.models import MODELS, ModelShape
 from localllm.kernels.device import DeviceProps
 from localllm.kernels.fused.activation_triton import silu_mul
 from localllm.kernels.fused.argmax_triton import argmax_triton
+from localllm.kernels.fused.masked_argmax_triton import masked_argmax_triton
 from localllm.kernels.fused.norm_triton import add_rms_norm, rms_norm
 from localllm.kernels.fused.qkv_rope import Heads
 from localllm.kernels.fused.qkv_rope_triton import qkv_rope_store
@@ -199,7 +200,7 @@ def _attention(props: DeviceProps, m: ModelShape, kv: KVDtype, dtype: torch.dtyp
         )  # fmt: skip
 
 
-# ----------------------------------------------------- norms, SiLU, RoPE + KV, argmax, QKV
+# --------------------------------------- norms, SiLU, RoPE + KV, argmax (+ masked), QKV
 
 
 def _fused_cases(props: DeviceProps, m: ModelShape) -> Iterator[Case]:
@@ -223,6 +224,9 @@ def _pointwise(m: ModelShape, dtype: torch.dtype, rows: int) -> None:
         silu_mul(g, g, quant)
     argmax_triton(_t(rows, m.vocab, dtype=torch.float32))
     argmax_triton(_t(rows, m.vocab, dtype=dtype))
+    index = _t(rows, dtype=torch.int64)  # grammar masks of constrained rows (guided decoding)
+    masks = _t(rows, (m.vocab + 31) // 32, dtype=torch.int32)
+    masked_argmax_triton(_t(rows, m.vocab, dtype=torch.float32), masks, index, index)
 
 
 def _rope(m: ModelShape, dtype: torch.dtype, rows: int, kv: KVDtype) -> None:

@@ -75,7 +75,9 @@ class LLMEngine:
             k, cfg.spec_ngram_min, cfg.spec_ngram_max, cfg.spec_batch_cutoff, per_draft, fixed
         )
         self.speculator = Speculator(spec, self.max_model_len)
-        self.guided = GuidedDecoding(self.tokenizer, self.model_cfg.vocab_size)
+        self.guided = GuidedDecoding(
+            self.tokenizer, self.model_cfg.vocab_size, self.runner.model.ops
+        )
         self.requests: dict[str, _RequestState] = {}
         self.stats = EngineStats()
         self.closed = False
@@ -189,9 +191,9 @@ class LLMEngine:
             [(it.seq.seq_id, it.draft_ids) for it in batch.items if it.num_logits]
         )
         out = self.runner.execute(batch)
-        # constrained rows only (they are never raw-argmax rows, so `out.greedy` skips them)
-        self.guided.apply(masks, out.logits, [r for r in out.rows if r[1]])
-        taken = sample_step(self.sampler, batch, out.logits, out.rows, out.greedy)
+        # masks the constrained rows on the device; their argmax joins the greedy ids
+        greedy = self.guided.apply(masks, out.logits, [r for r in out.rows if r[1]], out.greedy)
+        taken = sample_step(self.sampler, batch, out.logits, out.rows, greedy)
         self._take(batch, taken)
         accepted = taken.accepted
         self.scheduler.update(batch, accepted)

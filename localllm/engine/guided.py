@@ -4,9 +4,11 @@ A request whose `SamplingParams.constraint` is set gets a `Constraint` (one per 
 n > 1 choices advance independently). Each step the engine asks for the masks of the
 constrained sequences that sample *before* it launches the forward: llguidance fills them
 on a worker thread with the GIL dropped while the GPU computes, and `apply` waits for them
-only when the logits are there. Free sequences in the same batch are never touched and cost
-nothing. Sampled tokens go back through `accept`; a grammar that admits no more text ends
-its sequence at once.
+only when the logits are there. `apply` masks the constrained rows on the device and puts
+their argmax into the step's greedy ids (`ops.masked_argmax`: two launches for all of them),
+so a greedy constrained row is read like a free greedy one and never reaches the sampler.
+Free sequences in the same batch are never touched and cost nothing. Sampled tokens go back
+through `accept`; a grammar that admits no more text ends its sequence at once.
 
 Speculative decoding: the proposer cuts each draft with `cut_draft` (the longest prefix the
 grammar accepts), so verification never spends a position on a token that cannot be kept.
@@ -22,7 +24,8 @@ from dataclasses import dataclass
 import torch
 
 from localllm.core import SequenceState
-from localllm.structured.bitmask import BatchMasker, allocate_bitmask, apply_bitmask_
+from localllm.kernels.ops import OpSet
+from localllm.structured.bitmask import BatchMasker, allocate_bitmask
 from localllm.structured.compiler import CompiledGrammar, GrammarCompiler
 from localllm.structured.constraint import Constraint
 from localllm.structured.spec import ConstraintSpec
@@ -39,15 +42,18 @@ class MaskJob:
 
 
 class GuidedDecoding:
-    def __init__(self, tokenizer: Tokenizer, model_vocab_size: int) -> None:
+    def __init__(self, tokenizer: Tokenizer, model_vocab_size: int, ops: OpSet) -> None:
+        """ops: the runner's kernels (the masks are applied where the logits are)."""
         self._tokenizer = tokenizer
         self._vocab = model_vocab_size
+        self._ops = ops
         self._compiler: GrammarCompiler | None = None
         self._masker: BatchMasker | None = None
         self._lock = threading.Lock()
         self._constraints: dict[int, Constraint] = {}  # seq_id -> its grammar state
         self._pool: ThreadPoolExecutor | None = None
         self._buffer: torch.Tensor | None = None  # [rows, words] int32, reused every step
+        self._index: torch.Tensor | None = None  # [rows] int64 logits row of each mask row
         self.mask_seconds = 0.0  # CPU time spent in masks (all steps)
         self.masked_rows = 0  # masks computed: one per constrained sampled token
 
@@ -123,26 +129,45 @@ class GuidedDecoding:
         assert self._masker is not None and self._compiler is not None
         t0 = time.perf_counter()
         if self._buffer is None or self._buffer.shape[0] < len(rows):
-            # pinned memory is slow to allocate: keep one buffer. The previous step's copy
-            # from it has finished: sampling synchronised with the device to read its ids.
-            self._buffer = allocate_bitmask(max(len(rows), 16), self._compiler.table.vocab_size)
+            # pinned memory is slow to allocate: keep the buffers. The previous step's copies
+            # from them have finished: sampling synchronised with the device to read its ids.
+            n = max(len(rows), 16)
+            self._buffer = allocate_bitmask(n, self._compiler.table.vocab_size)
+            self._index = torch.empty(n, dtype=torch.int64, pin_memory=self._buffer.is_pinned())
         bitmask = self._buffer[: len(rows)]
         self._masker.fill(cons, bitmask, drafts if any(drafts) else None)
         return MaskJob(bitmask, rows, time.perf_counter() - t0)
 
     def apply(
-        self, job: Future[MaskJob] | None, logits: torch.Tensor, rows: list[tuple[int, int]]
-    ) -> None:
-        """Wait for a step's masks and apply them to its logits in place; other rows are not
-        touched. logits: [S, V]; rows: (first logits row, number of rows) of each item given
-        to `start_masks`, in the same order."""
+        self,
+        job: Future[MaskJob] | None,
+        logits: torch.Tensor,
+        rows: list[tuple[int, int]],
+        greedy: torch.Tensor | None,
+    ) -> torch.Tensor | None:
+        """Wait for a step's masks and apply them on the logits' device, without a sync.
+
+        logits: [S, V], the disallowed logits of each constrained row become -inf in place
+        (other rows are not touched); rows: (first logits row, number of rows) of each item
+        given to `start_masks`, in the same order; greedy: [>= S] int64 argmax of each row
+        (the CUDA graph's), or None. Returns greedy with each constrained row's argmax over
+        its allowed tokens (computed here first when there was none), so afterwards
+        greedy[i] is the argmax of logits row i as it stands for every row."""
         if job is None:
-            return
+            return greedy
         done = job.result()
         self.mask_seconds += done.seconds
         self.masked_rows += len(done.rows)
-        index = torch.tensor([rows[k][0] + j for k, j in done.rows], dtype=torch.int64)
-        apply_bitmask_(logits, done.bitmask, index)
+        assert self._index is not None
+        n = len(done.rows)
+        self._index.numpy()[:n] = [rows[k][0] + j for k, j in done.rows]
+        dev = logits.device
+        index = self._index[:n].to(dev, non_blocking=True)  # [R] pinned -> device
+        bitmask = done.bitmask.to(dev, non_blocking=True)  # [R, words]
+        if greedy is None:
+            greedy = self._ops.argmax(logits)
+        self._ops.masked_argmax(logits, bitmask, index, greedy)
+        return greedy
 
     @property
     def cpu_us_per_token(self) -> float:

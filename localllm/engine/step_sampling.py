@@ -13,7 +13,7 @@ import torch
 from localllm.core import SequenceState
 from localllm.engine.sampler import Sampler, SamplingRow
 from localllm.engine.scheduler_types import ScheduledBatch
-from localllm.engine.speculative.verify import Logprob, VerifyItem, verify
+from localllm.engine.speculative.verify import Logprob, VerifyItem, verify, verify_greedy
 
 _Item = tuple[SequenceState, int, list[int]]
 
@@ -35,42 +35,61 @@ def sampling_row(seq: SequenceState) -> SamplingRow:
 def sample_step(
     sampler: Sampler,
     batch: ScheduledBatch,
-    logits: torch.Tensor,  # [S, V] the logits rows of the step
+    logits: torch.Tensor,  # [S, V] the logits rows of the step (grammar masks applied)
     rows: list[tuple[int, int]],  # per batch item: (first row, number of rows)
-    greedy: torch.Tensor | None = None,  # [S] argmax of each row (CUDA graphs), or None
+    greedy: torch.Tensor | None = None,  # [>= S] argmax of each row as it stands, or None
 ) -> StepTokens:
-    """greedy: plain greedy rows read their ids from it (one small copy) instead of sampling."""
+    """Rows that are `argmax_on_device` read their ids from greedy (one small copy, started
+    before the sampler runs on the other rows, so the step syncs with the device once)."""
     out = StepTokens({it.seq.seq_id: [] for it in batch.items})
-    plain: list[_Item] = []  # (seq, first row, drafts)
+    fast: list[_Item] = []  # (seq, first row, drafts)
+    plain: list[_Item] = []
     spec: list[_Item] = []
     for it, (r0, n) in zip(batch.items, rows):
-        if n:
-            (spec if it.draft_ids else plain).append((it.seq, r0, it.draft_ids))
+        if not n:
+            continue
+        on_device = greedy is not None and it.seq.params.argmax_on_device
+        (fast if on_device else spec if it.draft_ids else plain).append((it.seq, r0, it.draft_ids))
+    ids = _HostIds(greedy) if fast and greedy is not None else None
     if plain:
-        _sample_plain(sampler, plain, logits, greedy, out)
+        _sample_plain(sampler, plain, logits, out)
     if spec:
         items = [VerifyItem(r0, drafts, sampling_row(seq)) for seq, r0, drafts in spec]
-        for (seq, _, drafts), res in zip(spec, verify(sampler, logits, items, greedy)):
+        for (seq, _, drafts), res in zip(spec, verify(sampler, logits, items)):
             out.accepted[seq.seq_id] = res.tokens
             out.drafted[seq.seq_id] = len(drafts)
             if res.logprobs is not None:
                 out.logprobs[seq.seq_id] = res.logprobs
+    if ids is not None:
+        host = ids.tolist()
+        for seq, r0, drafts in fast:
+            out.accepted[seq.seq_id] = verify_greedy(drafts, host[r0 : r0 + len(drafts) + 1]).tokens
+            if drafts:
+                out.drafted[seq.seq_id] = len(drafts)
     return out
 
 
+class _HostIds:
+    """A device tensor's copy to the host, started now and read later: a sync the sampler
+    makes meanwhile finishes it too, so reading it costs no second wait."""
+
+    def __init__(self, ids: torch.Tensor) -> None:  # [S] int64
+        self._host = ids.to("cpu", non_blocking=True)  # pinned when ids are on a GPU
+        self._done: torch.cuda.Event | None = None
+        if ids.is_cuda:
+            self._done = torch.cuda.Event()
+            self._done.record()
+
+    def tolist(self) -> list[int]:
+        if self._done is not None:
+            self._done.synchronize()
+        return self._host.tolist()
+
+
 def _sample_plain(
-    sampler: Sampler,
-    items: list[_Item],
-    logits: torch.Tensor,
-    greedy: torch.Tensor | None,
-    out: StepTokens,
+    sampler: Sampler, items: list[_Item], logits: torch.Tensor, out: StepTokens
 ) -> None:
     srows = [sampling_row(seq) for seq, _, _ in items]
-    if greedy is not None and all(r.params.plain_greedy for r in srows):
-        ids = greedy.tolist()
-        for seq, r0, _ in items:
-            out.accepted[seq.seq_id] = [ids[r0]]
-        return
     index = torch.tensor([r0 for _, r0, _ in items], device=logits.device)
     res = sampler.sample(logits.index_select(0, index), srows)
     for j, (seq, _, _) in enumerate(items):

@@ -1,4 +1,5 @@
-"""Token bitmasks for a batch: filled on the CPU by llguidance, applied to logits in place.
+"""Token bitmasks for a batch: filled on the CPU by llguidance (`ops.masked_argmax` applies
+them to the logits on the device: kernels/fused/masked_argmax.py).
 
 Layout: one row of int32 words per masked logits row, bit `i & 31` of word `i >> 5` set when
 token i is allowed (llguidance's layout). A row is as wide as the tokenizer's vocabulary;
@@ -15,8 +16,6 @@ import llguidance as llg
 import torch
 
 from localllm.structured.constraint import Constraint
-
-_NEG_INF = float("-inf")
 
 
 def bitmask_words(vocab_size: int) -> int:
@@ -74,39 +73,3 @@ class BatchMasker:
             self._executor.unsafe_compute_mask_ptr_with_draft_token(
                 with_drafts, bitmask.data_ptr(), row_bytes, rows
             )
-
-
-def unpack_bitmask(bitmask: torch.Tensor, width: int) -> torch.Tensor:
-    """[R, W] int32 -> [R, width] bool, True = allowed; columns past 32*W are False."""
-    shifts = torch.arange(32, device=bitmask.device, dtype=torch.int32)
-    bits = (bitmask.unsqueeze(-1) >> shifts) & 1  # [R, W, 32]
-    allowed = bits.view(bitmask.shape[0], -1).bool()  # [R, 32*W]
-    if allowed.shape[1] >= width:
-        return allowed[:, :width]
-    pad = allowed.new_zeros(allowed.shape[0], width - allowed.shape[1])
-    return torch.cat([allowed, pad], dim=1)
-
-
-def apply_bitmask_(
-    logits: torch.Tensor, bitmask: torch.Tensor, rows: torch.Tensor | None = None
-) -> None:
-    """Set logits of disallowed tokens to -inf, in place.
-
-    logits: [B, V] float; bitmask: [R, W] int32 (any device: it is moved to the logits'
-    device, asynchronously from pinned memory); rows: [R] int64 indices into the B rows
-    (None: R == B, every row masked). Rows not named are not touched."""
-    if logits.dim() != 2 or bitmask.dim() != 2:
-        raise ValueError("logits must be [B, V] and bitmask [R, W]")
-    mask = bitmask.to(logits.device, non_blocking=True)
-    allowed = unpack_bitmask(mask, logits.shape[1])  # [R, V]
-    if rows is None:
-        if mask.shape[0] != logits.shape[0]:
-            raise ValueError(f"{mask.shape[0]} mask rows for {logits.shape[0]} logits rows")
-        logits.masked_fill_(~allowed, _NEG_INF)
-        return
-    rows = rows.to(logits.device, non_blocking=True)
-    if rows.shape[0] != mask.shape[0]:
-        raise ValueError(f"{rows.shape[0]} row indices for {mask.shape[0]} mask rows")
-    picked = logits.index_select(0, rows)  # [R, V]
-    picked.masked_fill_(~allowed, _NEG_INF)
-    logits.index_copy_(0, rows, picked)

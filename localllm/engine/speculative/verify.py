@@ -62,21 +62,21 @@ def _accepted_run(drafts: list[int], ok: list[bool]) -> int:
 
 def verify(
     sampler: Sampler,
-    logits: torch.Tensor,  # [S, V] raw logits of the step
+    logits: torch.Tensor,  # [S, V] logits of the step (grammar masks applied)
     items: list[VerifyItem],
-    greedy_ids: torch.Tensor | None = None,  # [S] argmax of each raw row, if already computed
 ) -> list[VerifyResult]:
+    """Greedy rows whose argmax the device already has skip this: `verify_greedy`."""
     rows = [r for it in items for r in _rows(it)]
     index = [it.row0 + i for it in items for i in range(len(it.drafts) + 1)]
     idx = torch.tensor(index, device=logits.device)
     starts = _starts(items)  # first local row of each item
     if all(r.params.raw_argmax for r in rows):  # the raw argmax decides every row
-        if greedy_ids is not None and all(r.params.plain_greedy for r in rows):
-            ids = greedy_ids.index_select(0, idx).tolist()  # [R]
-            return [_greedy(it, ids[s : s + len(it.drafts) + 1]) for it, s in zip(items, starts)]
         raw = logits.index_select(0, idx).float()  # [R, V], R = sum(1 + k)
         ids = raw.argmax(dim=-1).tolist()
-        res = [_greedy(it, ids[s : s + len(it.drafts) + 1]) for it, s in zip(items, starts)]
+        res = [
+            verify_greedy(it.drafts, ids[s : s + len(it.drafts) + 1])
+            for it, s in zip(items, starts)
+        ]
         _attach_logprobs(raw, rows, starts, res)
         return res
     raw = logits.index_select(0, idx).float()  # [R, V], R = sum(1 + k)
@@ -113,9 +113,10 @@ def _starts(items: list[VerifyItem]) -> list[int]:
     return out
 
 
-def _greedy(item: VerifyItem, argmax: list[int]) -> VerifyResult:
-    a = _accepted_run(item.drafts, [d == t for d, t in zip(item.drafts, argmax)])
-    return VerifyResult(item.drafts[:a] + [argmax[a]], None)
+def verify_greedy(drafts: list[int], argmax: list[int]) -> VerifyResult:
+    """The greedy rule: drafts d_1..d_k against the argmax of each of the k + 1 rows."""
+    a = _accepted_run(drafts, [d == t for d, t in zip(drafts, argmax)])
+    return VerifyResult(drafts[:a] + [argmax[a]], None)
 
 
 def _attach_logprobs(
