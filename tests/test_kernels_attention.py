@@ -215,6 +215,23 @@ def test_plan_splits_short_chunks_over_long_contexts() -> None:
     assert plan_launch(32, 8, 4, 128, 1, 4000, 264).parts == 2
 
 
+def test_decode_plan_splits_long_contexts_of_few_heads() -> None:
+    """Batch 1 with 32 KV heads over 16K tokens: partitions of at most DECODE_PART_LEN tokens
+    (the wave rule alone gave 9 of ~1,800), within LONG_WAVES waves of programs; a batch whose
+    sequences x heads fill the GPU keeps the wave rule."""
+    from localllm.kernels.attention.paged_triton import (
+        DECODE_PART_LEN,
+        LONG_WAVES,
+        plan_launch,
+    )
+
+    p = plan_launch(1, 32, 1, 128, 1, 16640, 264)
+    assert p.part_len <= DECODE_PART_LEN and p.parts * 32 <= LONG_WAVES * 264 + 32
+    assert plan_launch(1, 8, 4, 128, 1, 16640, 264).parts == 33
+    assert plan_launch(1, 32, 1, 128, 1, 300, 264).parts == 3  # short: MIN_PART tokens each
+    assert plan_launch(64, 8, 4, 128, 1, 16640, 264).parts == 1
+
+
 @needs_triton
 def test_triton_tiny_head_dim_fp8() -> None:
     batch = make_batch([(2, 11), (1, 3)], 8, 4, 8, 4, torch.float8_e4m3fn, torch.float16, seed=9)

@@ -24,6 +24,12 @@ from localllm.kernels.plan import ATTN_DECODE_MAX_Q as DECODE_MAX_Q
 from localllm.kernels.scratch import ZeroScratch
 
 MIN_PART = 128  # fewest KV tokens per decode partition
+# when a decode batch's sequences x KV heads fill under half the target programs, partitions
+# hold at most this many KV tokens while the launch stays within LONG_WAVES waves (H200, batch 1, scripts/sweep_long_attention.py: llama2-7b's 32
+# KV heads at 16K tokens took 9 partitions of ~1,800 tokens from the wave rule alone; 33-36
+# partitions ran int8 KV in 101 us instead of 164, fp16 in 74-80 instead of 89)
+DECODE_PART_LEN = 512
+LONG_WAVES = 4
 
 
 @dataclass(frozen=True)
@@ -85,7 +91,13 @@ def plan_launch(
         parts = 1
         most = max(triton.cdiv(max_seq_len, MIN_PART), 1)
         if max_q_len <= DECODE_MAX_Q:
-            parts = min(max(triton.cdiv(target_programs, batch * n_kv * m_blocks), 1), most)
+            tiles = batch * n_kv * m_blocks
+            parts = triton.cdiv(target_programs, tiles)
+            if 2 * tiles <= target_programs:  # few sequences x heads: long contexts split finer
+                long = min(triton.cdiv(max_seq_len, DECODE_PART_LEN),
+                           triton.cdiv(LONG_WAVES * target_programs, tiles))  # fmt: skip
+                parts = max(parts, long)
+            parts = min(max(parts, 1), most)
         elif batch * n_kv * m_blocks < target_programs:
             # a short chunk over a long context (a cached prefix, a prompt prefilled beside
             # running streams): split the KV too, or the chunk's few row tiles each scan the
@@ -124,7 +136,7 @@ def run_paged_attention(
     q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, k_scale: torch.Tensor | None,
     v_scale: torch.Tensor | None, block_tables: torch.Tensor, cu_seqlens_q: torch.Tensor,
     seq_lens: torch.Tensor, max_q_len: int, max_seq_len: int, scale: float,
-    out: torch.Tensor | None = None, parts: int | None = None, num_stages: int = 2,
+    out: torch.Tensor | None = None, parts: int | None = None, num_stages: int | None = None,
     quant: str | None = None, props: DeviceProps | None = None,
 ) -> torch.Tensor | QAct:  # fmt: skip
     """paged_attention with a forced number of KV partitions / pipeline stages (tests, bench).
@@ -137,6 +149,8 @@ def run_paged_attention(
     plan is for (default: q's device; the interpreter plans one partition)."""
     check_attention_args(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens)
     _check_layout(q, k_cache, v_cache, k_scale, v_scale, block_tables)
+    if num_stages is None:  # int8 / fp8 tiles convert in registers: 1 stage measured faster
+        num_stages = 1 if is_quantized(k_cache.dtype) else 2
     t, hq, d = q.shape
     n_kv, bs = k_cache.shape[1], k_cache.shape[2]
     batch, group = seq_lens.shape[0], hq // n_kv
