@@ -1,6 +1,6 @@
 """Sweep MODE_STORE (dequantize to fp16, the prefill path) and MODE_DOT T=32/64 configs on
 real shapes; prints the time of each so the heuristic table can be set from measurements.
-Usage: python3 scripts/sweep_dequant.py"""
+Usage: python3 scripts/sweep_dequant.py [--store-only]"""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from localllm.kernels.linear.qlinear_triton import (  # noqa: E402
     group_size,
     pick_config,
     qlinear_launch,
+    store_config,
 )
 
 
@@ -33,6 +34,7 @@ def store_time(w, cfg) -> float:
 
 
 def main() -> None:
+    store_only = "--store-only" in sys.argv
     for fmt, (n, k) in [("q4_k", (28672, 4096)), ("q6_k", (4096, 14336)), ("q4_0", (22016, 4096))]:
         w = random_weight(fmt, n, k)
         gbytes = (w.nbytes + n * k * 2) / 1e9
@@ -52,7 +54,10 @@ def main() -> None:
         res.sort(key=lambda r: r[0])
         for ms, cfg in res[:5]:
             print(f"STORE {fmt} {n}x{k}: {ms * 1e3:8.1f} us {gbytes / ms:7.1f} GB/s  {cfg}")
-        for t in (32, 64):
+        default = store_config(fmt, k)
+        ms = store_time(w, default)
+        print(f"STORE default {fmt} {n}x{k}: {ms * 1e3:8.1f} us {gbytes / ms:7.1f} GB/s  {default}")
+        for t in () if store_only else (32, 64):
             x = torch.randn(t, k, device="cuda").half()
             dres = []
             for bn, tile_g, warps in itertools.product((32, 64, 128), (4, 8), (4, 8)):
