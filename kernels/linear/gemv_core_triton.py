@@ -111,9 +111,6 @@ def _consume(acc, FIELD: tl.constexpr, words, extra, sc0, mn0, sc1, mn1, g, g_hi
     if MODE == 0:
         acc = _vec(acc, FIELD, words, extra, sc0, mn0, sc1, mn1, kidx, gmask, xb, W, F, QB, QC,
                    HAS_MIN, TWO, MASKED)  # fmt: skip
-    elif MODE == 2:
-        _store_tile(FIELD, words, extra, sc0, mn0, sc1, mn1, wo, mask_n, g, gmask, NG, W, F, QB,
-                    QC, HAS_MIN)  # fmt: skip
     else:
         for s in tl.static_range(F):
             w = _weights(FIELD, words, extra, sc0, mn0, sc1, mn1, s, F, QB, QC, HAS_MIN)
@@ -126,47 +123,8 @@ def _consume(acc, FIELD: tl.constexpr, words, extra, sc0, mn0, sc1, mn1, g, g_hi
                 x = tl.load(xp, mask=xmask, other=0.0)  # [BM, NG * W]
                 wt = tl.reshape(w, [BN, NG * W]).to(x.dtype)
                 acc += tl.dot(x, tl.trans(wt))  # [BM, NG * W] @ [NG * W, BN]
+            else:
+                ptrs = wo[:, None, None] + (kidx + s * W)[None, :, :]
+                smask = mask_n[:, None, None] & gmask[None, :, None]
+                tl.store(ptrs, w.to(wo.dtype.element_ty), mask=smask)
     return acc
-
-
-@triton.jit
-def _pair_fields(FIELD: tl.constexpr, words, extra, sc0, mn0, sc1, mn1, S: tl.constexpr,
-                 STEP: tl.constexpr, F: tl.constexpr, QB: tl.constexpr, QC: tl.constexpr,
-                 HAS_MIN: tl.constexpr, DT: tl.constexpr):  # fmt: skip
-    """Fields S, S + STEP, S + 2 STEP, .. (< F) of the tile in DT, joined along new last axes:
-    [BN, NG, W, 2, .., 2] whose last axis is bit 0 of (field - S) / STEP, the one before bit
-    1, .. (the innermost join, of the widest STEP, comes first)."""
-    if STEP * 2 >= F:
-        a = _weights(FIELD, words, extra, sc0, mn0, sc1, mn1, S, F, QB, QC, HAS_MIN).to(DT)
-        b = _weights(FIELD, words, extra, sc0, mn0, sc1, mn1, S + STEP, F, QB, QC, HAS_MIN)
-        return tl.join(a, b.to(DT))
-    else:
-        a = _pair_fields(FIELD, words, extra, sc0, mn0, sc1, mn1, S, STEP * 2, F, QB, QC,
-                         HAS_MIN, DT)  # fmt: skip
-        b = _pair_fields(FIELD, words, extra, sc0, mn0, sc1, mn1, S + STEP, STEP * 2, F, QB,
-                         QC, HAS_MIN, DT)  # fmt: skip
-        return tl.join(a, b)
-
-
-@triton.jit
-def _store_tile(FIELD: tl.constexpr, words, extra, sc0, mn0, sc1, mn1, wo, mask_n, g, gmask,
-                NG: tl.constexpr, W: tl.constexpr, F: tl.constexpr, QB: tl.constexpr,
-                QC: tl.constexpr, HAS_MIN: tl.constexpr):  # fmt: skip
-    """MODE_STORE: the decoded [BN, NG] groups as whole rows of W F elements (element s W + w
-    of a group = field s of word w), so each thread writes a group's contiguous run of the
-    workspace row (field-by-field stores wrote W elements at a stride of W F)."""
-    DT: tl.constexpr = wo.dtype.element_ty
-    t = _pair_fields(FIELD, words, extra, sc0, mn0, sc1, mn1, 0, 1, F, QB, QC, HAS_MIN, DT)
-    # [BN, NG, W, .., b1, b0] with field s = b0 + 2 b1 + ..: W moves last
-    if F == 8:
-        t = tl.permute(t, (0, 1, 3, 4, 5, 2))
-    elif F == 4:
-        t = tl.permute(t, (0, 1, 3, 4, 2))
-    else:
-        t = tl.permute(t, (0, 1, 3, 2))
-    bn: tl.constexpr = t.shape[0]
-    t = tl.reshape(t, [bn, NG * W * F])  # [BN, NG W F] in workspace order
-    cols = (g[:, None] * (W * F) + tl.arange(0, W * F)[None, :])  # [NG, W F]
-    ptrs = wo[:, None] + tl.reshape(cols, [NG * W * F])[None, :]
-    gm = tl.reshape(tl.broadcast_to(gmask[:, None], [NG, W * F]), [NG * W * F])
-    tl.store(ptrs, t, mask=mask_n[:, None] & gm[None, :])
