@@ -34,10 +34,12 @@ MAX_SPEC_TOKENS = 15
 # step costs 1.07x / 1.17x a plain step at batch 2 / 4, but 2.0x at batch 8)
 DEFAULT_SPEC_MAX_BATCH = 4
 # a k-draft verify step at batch 1 costs 1 + fixed + k * per_draft plain steps, per device type.
-# GPU (H200, llama3-8b-q4_k_m, scripts/spec_measure.py: k=4 2.064x, k=8 2.094x): the rows leave
-# the one-row int8 GEMV for the multi-row GEMM (a fixed price), then each row adds little.
-# CPU (the reference path): every row costs about the same small extra, no fixed part.
-VERIFY_PRICE = {"cuda": (1.034, 0.0075), "cpu": (0.0, 0.05)}  # device type -> (fixed, per_draft)
+# GPU (H200, llama3-8b-q4_k_m, scripts/spec_measure.py, session 7: k=4 1.579x, k=8 2.122x): up
+# to plan.DP4A_MAX_T rows the int8 GEMV reads each weight tile once for all rows, each row
+# adding its integer dot products (~0.14 of a step); wider verifies take the fused GEMM
+# (~2.1x flat). The linear fit through k = 4 and 8 prices both. CPU (the reference path):
+# every row costs about the same small extra, no fixed part.
+VERIFY_PRICE = {"cuda": (0.036, 0.136), "cpu": (0.0, 0.05)}  # device type -> (fixed, per_draft)
 VERIFY_COST_FIXED, VERIFY_COST_PER_DRAFT = VERIFY_PRICE["cpu"]
 # tokens of a sequence indexed per step at most: a 32K-token prompt is indexed over a few
 # steps (a few ms each) instead of stalling every stream for one long step
