@@ -2,7 +2,8 @@
 here (the CUDA-graph bucket sizes of the engine are the runner's).
   rows (T)          quantized linear (`linear_kernel`)              norm / SiLU / attention
   1 .. DP4A_MAX_T,  dp4a GEMV (int8 activations, the GPU default;  norm / SiLU also emit the
-    int8 act        several rows share each weight tile read)      int8 form (attention: 1 row)
+    int8 act        several rows share each weight tile read;      int8 form (attention: 1 row)
+                    Q8_0: 1 row, `int8_rows`)
   1                 GEMV (packed-fp16 decode for fp16 x)           column-split programs
   2 .. 16           fused dequant-GEMM (`qmm_triton`)              column-split norms; decode
                                                                    attention plan (split-KV)
@@ -32,6 +33,18 @@ if TYPE_CHECKING:
 # (scripts/sweep_dp4a_rows.py): the dp4a GEMV at 5 rows 7.7-34 us vs the fused GEMM's 12-48;
 # at 8-9 rows the GEMM wins on the tall matrices (gate+up 48 vs 54-57 us, LM head 224 vs 297)
 DP4A_MAX_T = 6
+# int8 activation layouts that feed several rows (the rest: one row, as before). "w8" (Q8_0):
+# its 8-bit weights make the activation rounding the larger error; pycode-22m-q8_0 at batch 4
+# agreed with its fp32 golden for [13, 96, 8, 96] tokens through the dp4a GEMV against
+# [96, 96, 38, 96] through the fp16 GEMM (H200); the 4-bit formats kept 96 x 4
+MULTI_ROW_LAYOUTS = ("w4",)
+
+
+def int8_rows(layout: str) -> int:
+    """The most rows whose int8 activations in `layout` feed the dp4a GEMV."""
+    return DP4A_MAX_T if layout in MULTI_ROW_LAYOUTS else 1
+
+
 # up to this many rows the fused dequant-GEMM beats dequantize + cuBLAS: it reads the packed
 # weights once instead of writing and re-reading an fp16 copy (H200, weights from memory, 100
 # rows, Q4_K: 28672x4096 239 vs 358 us, 4096x14336 107 vs 197 us, 4096x4096 47 vs 52 us;
@@ -60,7 +73,7 @@ class LinearKernel(Enum):
 def linear_kernel(rows: int, fmt: str, int8_act: bool, fp32_on_gpu: bool) -> LinearKernel:
     """The one dispatch table of the Triton quantized linear: rows x format -> kernel.
     `int8_act`: x comes with (or may take) an int8 form; `fp32_on_gpu`: fp32 x on CUDA."""
-    if int8_act and 1 <= rows <= DP4A_MAX_T and fmt in KERNEL_FORMATS:
+    if int8_act and fmt in KERNEL_FORMATS and 1 <= rows <= int8_rows(kernel_facts(fmt).act_layout):
         return LinearKernel.DP4A_GEMV
     if fmt not in KERNEL_FORMATS:
         return LinearKernel.DENSE
@@ -73,10 +86,10 @@ def linear_kernel(rows: int, fmt: str, int8_act: bool, fp32_on_gpu: bool) -> Lin
     return LinearKernel.GEMV if rows == 1 else LinearKernel.TILE_GEMM
 
 
-def emits_int8(rows: int, width: int) -> bool:
-    """Whether a producer (norm, SiLU x mul) also writes the int8 form of its [rows, width]
-    output for the GEMV that follows."""
-    return 1 <= rows <= DP4A_MAX_T and width % 32 == 0
+def emits_int8(rows: int, width: int, layout: str) -> bool:
+    """Whether a producer (norm, SiLU x mul) also writes the int8 form (in `layout`) of its
+    [rows, width] output for the GEMV that follows."""
+    return 1 <= rows <= int8_rows(layout) and width % 32 == 0
 
 
 def norm_block_cols(rows: int, block: int) -> int:

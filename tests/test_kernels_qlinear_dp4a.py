@@ -15,7 +15,7 @@ from localllm.kernels.linear.qlinear import dequantize_weight, pack_weight
 pytest.importorskip("triton")
 from localllm.kernels.fused.quant_act_triton import quant_act_triton  # noqa: E402
 from localllm.kernels.linear import dp4a_triton as dp  # noqa: E402
-from localllm.kernels.plan import DP4A_MAX_T  # noqa: E402
+from localllm.kernels.plan import DP4A_MAX_T, int8_rows  # noqa: E402
 from localllm.kernels.quant import kernel_facts  # noqa: E402
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
@@ -153,7 +153,8 @@ def test_norm_and_silu_emit_the_int8_form(layout: str) -> None:
     from localllm.kernels.fused.quant_act import QAct
 
     dt = torch.float16 if DEV == "cuda" else torch.float32
-    x, r = (torch.randn(3, 256, device=DEV, dtype=dt) for _ in range(2))
+    rows = min(3, int8_rows(layout))  # Q8_0's "w8": one row
+    x, r = (torch.randn(rows, 256, device=DEV, dtype=dt) for _ in range(2))
     w = torch.rand(256, device=DEV, dtype=dt) + 0.5
     outs = [rms_norm(x, w, 1e-5, quant=layout), add_rms_norm(x, r, w, 1e-5, quant=layout)[0],
             silu_mul(x, r, quant=layout)]  # fmt: skip
@@ -164,7 +165,7 @@ def test_norm_and_silu_emit_the_int8_form(layout: str) -> None:
         assert torch.equal(q, rq)
         torch.testing.assert_close(s, rs)
     assert torch.equal(outs[0].x, rms_norm(x, w, 1e-5))
-    wide = torch.randn(DP4A_MAX_T + 1, 256, device=DEV, dtype=dt)
+    wide = torch.randn(int8_rows(layout) + 1, 256, device=DEV, dtype=dt)
     assert not isinstance(rms_norm(wide, w, 1e-5, quant=layout), QAct)
 
 
@@ -187,6 +188,7 @@ def test_qlinear_triton_takes_int8_path_for_few_rows() -> None:
     assert ((out.double() - ref).norm() / ref.norm()) < 2e-2
     fp = qlinear_triton(x, w)
     assert ((fp.double() - ref).norm() / ref.norm()) < 1e-4
+    assert int8_rows("w4") == DP4A_MAX_T and int8_rows("w8") == 1
     x2 = torch.randn(2, 512, device=DEV)
     two = qlinear_triton(QAct(x2), w)
     assert torch.equal(two, torch.cat([qlinear_triton(QAct(x2[i : i + 1]), w) for i in range(2)]))
