@@ -21,17 +21,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 # --spec-tokens when not given: off on CPU; on a GPU 8 (H200, scripts/spec_measure.py, see
-# BENCHMARKS.md: a k=8 verify step costs what a k=4 one does (2.09x vs 2.06x a batch-1 decode
-# step), open-ended prompts still gained 1.39-1.52x, 32 streams were unchanged (1.003x), and
-# the cost model below keeps a sequence from drafting unless it expects to gain MIN_GAIN)
+# BENCHMARKS.md, session 7: k=8 gained more than k=4 on grounded work (SmolLM2 2.37x vs 2.14x,
+# pycode-22m 2.12x vs 1.80x), open-ended prompts 1.23-1.33x either way, 32 streams unchanged
+# (1.006-1.013x); the cost model below keeps a sequence from drafting unless it expects to gain
+# MIN_GAIN, and drafts as many tokens as pay)
 GPU_DEFAULT_SPEC_TOKENS = 8
 CPU_DEFAULT_SPEC_TOKENS = 0
 DEFAULT_NGRAM_MIN = 2
 DEFAULT_NGRAM_MAX = 4
 # 1 + k query rows stay within the split-KV decode attention (kernels/plan.ATTN_DECODE_MAX_Q)
 MAX_SPEC_TOKENS = 15
-# above this many decoding sequences nobody speculates (H200, llama3-8b-q4_k_m: a k=4 verify
-# step costs 1.07x / 1.17x a plain step at batch 2 / 4, but 2.0x at batch 8)
+# above this many decoding sequences nobody speculates (H200, llama3-8b-q4_k_m, session 6: a
+# k=4 verify step cost 1.07x / 1.17x a plain step at batch 2 / 4, but 2.0x at batch 8; session
+# 7, with batch-2/4 plain steps themselves on the multi-row int8 GEMV: 1.77x / 1.64x, still
+# paying for grounded drafts)
 DEFAULT_SPEC_MAX_BATCH = 4
 # a k-draft verify step at batch 1 costs 1 + fixed + k * per_draft plain steps, per device type.
 # GPU (H200, llama3-8b-q4_k_m, scripts/spec_measure.py, session 7: k=4 1.579x, k=8 2.122x): up
