@@ -1,5 +1,6 @@
-"""Where a 512-token prefill goes (issue 16: pp512): GPU time per kernel over a few
-prefills of fresh prompts (torch profiler), and the wall time of each prefill step.
+"""Where a 512-token prefill goes (issue 16: pp512): the wall time of each of a few prefills of
+fresh prompts, then their kernels by category and the top ones (torch profiler,
+`bench.profile.kernel_breakdown`, as `localllm bench --profile` for decode steps).
 
 Usage: python3 scripts/probe_prefill.py [--model llama3-8b-q4_k_m] [--tokens 512] [--runs 5]
 """
@@ -9,12 +10,12 @@ from __future__ import annotations
 import argparse
 import random
 import time
-from collections import defaultdict
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
 from localllm.bench.models import resolve_model
+from localllm.bench.profile import format_profile, kernel_breakdown
 from localllm.cli.args import add_engine_args, engine_config
 from localllm.core import SamplingParams
 from localllm.engine.engine import LLMEngine
@@ -47,18 +48,9 @@ def main() -> None:
     print("prefill wall ms:", " ".join(f"{1e3 * w:.2f}" for w in walls),
           "| tok/s:", " ".join(f"{a.tokens / w:.0f}" for w in walls))  # fmt: skip
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(a.runs):
-            prefill(engine, a.tokens, rng)
-    per: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
-    for ev in prof.events():
-        if ev.device_type.name == "CUDA":
-            p = per[ev.name[:90]]
-            p[0] += ev.device_time_total / a.runs
-            p[1] += 1 / a.runs
-    total = sum(v[0] for v in per.values())
-    print(f"GPU kernels per prefill: {total / 1e3:.2f} ms")
-    for name, (us, calls) in sorted(per.items(), key=lambda kv: -kv[1][0])[:16]:
-        print(f"  {us / 1e3:7.2f} ms {100 * us / total:5.1f}%  {calls:5.0f} calls  {name}")
+        wall = sum(prefill(engine, a.tokens, rng) for _ in range(a.runs))
+    p = kernel_breakdown(prof, a.runs, wall)
+    print(format_profile(p, f"{a.tokens}-token prefill (profiler on)"))
 
 
 if __name__ == "__main__":

@@ -51,6 +51,13 @@ def profile_decode(engine, batch: int, steps: int = 20) -> dict:
         wall = time.perf_counter() - t0
     for rid in ids:
         engine.abort(rid)
+    return {"batch": batch, **kernel_breakdown(prof, steps, wall)}
+
+
+def kernel_breakdown(prof, steps: int, wall: float) -> dict:
+    """A torch profiler's CUDA kernels over `steps` repetitions of one unit of work (a decode
+    step, a prefill) that took `wall` seconds in all: ms per unit, the fraction of the wall
+    time per category (and idle), the top kernels (name, us and calls per unit)."""
     per_cat: dict[str, float] = {}
     kernels: list[tuple[str, float, float]] = []  # (name, us per step, calls per step)
     for ev in prof.key_averages():
@@ -63,12 +70,14 @@ def profile_decode(engine, batch: int, steps: int = 20) -> dict:
     fractions = {k: v / wall for k, v in sorted(per_cat.items(), key=lambda kv: -kv[1])}
     fractions["idle (launch gaps, host)"] = max(0.0, 1 - busy / wall)
     kernels.sort(key=lambda k: -k[1])
-    return {"batch": batch, "step_ms": 1000 * wall / steps, "fractions": fractions,
-            "kernels": kernels[:12], "kernel_us": 1e6 * busy / steps}  # fmt: skip
+    return {"step_ms": 1000 * wall / steps, "fractions": fractions, "kernels": kernels[:12],
+            "kernel_us": 1e6 * busy / steps}  # fmt: skip
 
 
-def format_profile(p: dict) -> str:
-    rows = [f"decode step at batch {p['batch']}: {p['step_ms']:.2f} ms"]
+def format_profile(p: dict, title: str | None = None) -> str:
+    """`title` names the unit (default: a decode step at the profile's batch)."""
+    title = title or f"decode step at batch {p['batch']}"
+    rows = [f"{title}: {p['step_ms']:.2f} ms"]
     rows += [f"  {k:38s} {100 * v:5.1f}%" for k, v in p["fractions"].items()]
     if p.get("kernels"):
         rows.append(f"  kernels: {p['kernel_us']:.0f} us per step (profiler on); top by time:")
