@@ -86,10 +86,10 @@ def linear_kernel(rows: int, fmt: str, int8_act: bool, fp32_on_gpu: bool) -> Lin
     return LinearKernel.GEMV if rows == 1 else LinearKernel.TILE_GEMM
 
 
-def emits_int8(rows: int, width: int, layout: str) -> bool:
-    """Whether a producer (norm, SiLU x mul) also writes the int8 form (in `layout`) of its
-    [rows, width] output for the GEMV that follows."""
-    return 1 <= rows <= int8_rows(layout) and width % 32 == 0
+def emits_int8(rows: int, width: int, layout: str | None) -> bool:
+    """Whether a producer (norm, SiLU x mul) also writes the int8 form (in `layout`; None: no
+    int8 wanted) of its [rows, width] output for the GEMV that follows."""
+    return layout is not None and 1 <= rows <= int8_rows(layout) and width % 32 == 0
 
 
 def norm_block_cols(rows: int, block: int) -> int:

@@ -49,7 +49,7 @@ def silu_mul(gate: torch.Tensor, up: torch.Tensor, quant: str | None = None) -> 
     out = torch.empty((t, f), dtype=gate.dtype, device=gate.device)
     if t == 0 or f == 0:
         return out
-    code = QUANT_CODES[quant] if quant is not None and emits_int8(t, f, quant) else 0
+    code = QUANT_CODES[quant] if emits_int8(t, f, quant) else 0
     xq, xs = act_buffers(t, f, gate.device) if code else (out, out)
     # H200, one row in a CUDA graph (scripts/sweep_small_kernels.py): 512 columns x 4 warps per
     # program 1.57 us for F = 14336, 2048 columns 2.80 us (fewer, longer programs)

@@ -87,11 +87,7 @@ def _launch(
     if x2.shape[0] == 0:
         return out.view(x.shape), r_out.view(x.shape) if residual is not None else None
     # int8 activations feed the dp4a GEMV of a few rows (plan.DP4A_MAX_T); wider batches take x
-    code = (
-        QUANT_CODES[quant]
-        if quant is not None and emits_int8(x2.shape[0], d, quant) and x.dim() == 2
-        else 0
-    )
+    code = QUANT_CODES[quant] if emits_int8(x2.shape[0], d, quant) and x.dim() == 2 else 0
     xq, xs = act_buffers(x2.shape[0], d, x.device) if code else (out, out)
     block = max(32, triton.next_power_of_2(d))
     block_c = norm_block_cols(x2.shape[0], block)
