@@ -113,6 +113,8 @@ def _linear_cases(fmt: str) -> Iterator[Case]:
         name = f"{fmt}_{kernel.name.lower()}"
         if kernel is plan.LinearKernel.DP4A_GEMV:
             yield _dp4a_case(name, fmt)
+            if plan.int8_rows(kernel_facts(fmt).act_layout) >= 5:  # a 4-draft verify step
+                yield _dp4a_case(f"{name}_5rows", fmt, 5)
         elif kernel is plan.LinearKernel.FUSED_GEMM:
             yield _qmm_case(name, fmt, rows, dtype)
         else:
@@ -130,12 +132,13 @@ def _gemv_cases(name: str, fmt: str, rows: int, dtype: torch.dtype) -> Iterator[
                    cfg.warps, cfg.stages)  # fmt: skip
 
 
-def _dp4a_case(name: str, fmt: str) -> Case:
-    cfg = dp4a_triton.dp4a_config(fmt, N, K, GPU.sm_count)
+def _dp4a_case(name: str, fmt: str, rows: int = 1) -> Case:
+    cfg = dp4a_triton.dp4a_config(fmt, N, K, GPU.sm_count, rows)
     ng, _, split = dp4a_triton.split_groups(cfg, K // kernel_facts(fmt).group)
     types = {"xq_ptr": "*i8", "xs_ptr": "*fp32", "out_ptr": "*fp16", "bias_ptr": "*fp16",
              **_plane_types(fmt)}  # fmt: skip
-    consts = dp4a_triton.kernel_constexprs(fmt, cfg.bn, ng, 1, split > 1, False, False)
+    rb = dp4a_triton.row_block(rows)
+    consts = dp4a_triton.kernel_constexprs(fmt, cfg.bn, ng, rb, split > 1, False, False)
     return Case(name, dp4a_triton._dp4a_kernel, types, consts, cfg.warps, 1)
 
 
