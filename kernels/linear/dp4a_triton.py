@@ -36,47 +36,44 @@ def _dp4a_dot(xw, xs, p0, p1, p2, p3, p4, rows, G, g_lo, g_hi, LOAD: tl.constexp
     """fp32 [BN]: weight rows `rows` [BN] (int64) dotted with the int8 activations (xw: the
     row's int32 words, xs: its group stats) over groups [g_lo, g_hi); LOAD and GROUP: the
     format's `dp4a_load` and `dp4a_group`."""
-    acc = tl.zeros([NG, BN], dtype=tl.float32)  # per-group partials, summed at the end
-    n_steps = tl.cdiv(tl.maximum(g_hi - g_lo, 0), NG)
-    # the loads of step i + 1 are in flight while step i computes
-    g = g_lo + tl.arange(0, NG)  # [NG]
-    w, e, s0, m0, s1, m1 = LOAD(p0, p1, p2, p3, p4, rows, g, g < g_hi, G)
-    for _ in range(n_steps):
-        gn = g + NG
-        nw, ne, ns0, nm0, ns1, nm1 = LOAD(p0, p1, p2, p3, p4, rows, gn, gn < g_hi, G)
-        gmask = g < g_hi
-        acc = GROUP(acc, w, e, s0, m0, s1, m1, xw, xs, g, gmask, EMU)
-        w, e, s0, m0, s1, m1 = nw, ne, ns0, nm0, ns1, nm1
-        g = gn
-    return tl.sum(acc, axis=0)
+    res = _dp4a_dot_rows(xw, xs, xw, xs, 0, 0, 0, 1, p0, p1, p2, p3, p4, rows, G, g_lo, g_hi,
+                         LOAD, GROUP, BN, NG, 1, EMU)  # fmt: skip
+    return res[0]
 
 
 @triton.jit
-def _dp4a_dot_rows(xw, xs, sxw, sxs, r0, T, p0, p1, p2, p3, p4, rows, G, g_lo, g_hi,
+def _row_ptrs(xw, xs, sxw, sxs, r, T):
+    """Activation row r's words and stats; rows past T re-read row T - 1 (in bounds, their
+    results are not stored)."""
+    i = tl.minimum(r, T - 1).to(tl.int64)
+    return xw + i * sxw, xs + i * sxs
+
+
+@triton.jit
+def _dp4a_dot_rows(xw0, xs0, xw, xs, sxw, sxs, r0, T, p0, p1, p2, p3, p4, rows, G, g_lo, g_hi,
                    LOAD: tl.constexpr, GROUP: tl.constexpr, BN: tl.constexpr, NG: tl.constexpr,
                    RB: tl.constexpr, EMU: tl.constexpr):  # fmt: skip
-    """fp32 [BN] x 8 (the first RB meaningful): `_dp4a_dot` for activation rows r0 .. r0 +
-    RB - 1 (row strides sxw / sxs; rows past T read row T - 1) over one read of the weight
-    tile: each step's loaded words meet every row's activations (the format's byte split is
-    common to the rows and computed once)."""
-    xw0 = xw + r0.to(tl.int64) * sxw
-    xs0 = xs + r0.to(tl.int64) * sxs
-    # rows past T re-read row T - 1 (in bounds; their results are not stored)
-    xw1 = xw + tl.minimum(r0 + 1, T - 1).to(tl.int64) * sxw
-    xs1 = xs + tl.minimum(r0 + 1, T - 1).to(tl.int64) * sxs
-    xw2 = xw + tl.minimum(r0 + 2, T - 1).to(tl.int64) * sxw
-    xs2 = xs + tl.minimum(r0 + 2, T - 1).to(tl.int64) * sxs
-    xw3 = xw + tl.minimum(r0 + 3, T - 1).to(tl.int64) * sxw
-    xs3 = xs + tl.minimum(r0 + 3, T - 1).to(tl.int64) * sxs
-    xw4 = xw + tl.minimum(r0 + 4, T - 1).to(tl.int64) * sxw
-    xs4 = xs + tl.minimum(r0 + 4, T - 1).to(tl.int64) * sxs
-    xw5 = xw + tl.minimum(r0 + 5, T - 1).to(tl.int64) * sxw
-    xs5 = xs + tl.minimum(r0 + 5, T - 1).to(tl.int64) * sxs
-    xw6 = xw + tl.minimum(r0 + 6, T - 1).to(tl.int64) * sxw
-    xs6 = xs + tl.minimum(r0 + 6, T - 1).to(tl.int64) * sxs
-    xw7 = xw + tl.minimum(r0 + 7, T - 1).to(tl.int64) * sxw
-    xs7 = xs + tl.minimum(r0 + 7, T - 1).to(tl.int64) * sxs
-    a0 = tl.zeros([NG, BN], dtype=tl.float32)  # per-group partials of each row
+    """fp32 [BN] x 8 (the first RB meaningful): weight rows `rows` [BN] (int64) dotted with
+    activation rows r0 .. r0 + RB - 1 (xw0 / xs0: row r0's int32 words and group stats; the
+    others from the bases xw / xs and row strides sxw / sxs) over groups [g_lo, g_hi), with
+    one read of the weight tile: each step's loaded words meet every row's activations (the
+    format's byte split is common to the rows and computed once). LOAD and GROUP: the format's
+    `dp4a_load` and `dp4a_group`."""
+    if RB > 1:
+        xw1, xs1 = _row_ptrs(xw, xs, sxw, sxs, r0 + 1, T)
+    if RB > 2:
+        xw2, xs2 = _row_ptrs(xw, xs, sxw, sxs, r0 + 2, T)
+    if RB > 3:
+        xw3, xs3 = _row_ptrs(xw, xs, sxw, sxs, r0 + 3, T)
+    if RB > 4:
+        xw4, xs4 = _row_ptrs(xw, xs, sxw, sxs, r0 + 4, T)
+    if RB > 5:
+        xw5, xs5 = _row_ptrs(xw, xs, sxw, sxs, r0 + 5, T)
+    if RB > 6:
+        xw6, xs6 = _row_ptrs(xw, xs, sxw, sxs, r0 + 6, T)
+    if RB > 7:
+        xw7, xs7 = _row_ptrs(xw, xs, sxw, sxs, r0 + 7, T)
+    a0 = tl.zeros([NG, BN], dtype=tl.float32)  # per-group partials of each row, summed at the end
     a1 = a0
     a2 = a0
     a3 = a0
@@ -85,6 +82,7 @@ def _dp4a_dot_rows(xw, xs, sxw, sxs, r0, T, p0, p1, p2, p3, p4, rows, G, g_lo, g
     a6 = a0
     a7 = a0
     n_steps = tl.cdiv(tl.maximum(g_hi - g_lo, 0), NG)
+    # the loads of step i + 1 are in flight while step i computes
     g = g_lo + tl.arange(0, NG)  # [NG]
     w, e, s0, m0, s1, m1 = LOAD(p0, p1, p2, p3, p4, rows, g, g < g_hi, G)
     for _ in range(n_steps):
@@ -139,8 +137,10 @@ def _dp4a_kernel(
         optrs = out_ptr + r0.to(tl.int64) * stride_om + offs_n
         _write_out(res, optrs, mask_n, bias_ptr, offs_n, mask_n, pid_k, HAS_BIAS, ATOMIC)
     else:
-        res = _dp4a_dot_rows(xw, xs_ptr, stride_xw, stride_xs, r0, T, p0, p1, p2, p3, p4, rows,
-                             G, g_lo, g_hi, LOAD, GROUP, BN, NG, RB, EMU)  # fmt: skip
+        xw0 = xw + r0.to(tl.int64) * stride_xw
+        xs0 = xs_ptr + r0.to(tl.int64) * stride_xs
+        res = _dp4a_dot_rows(xw0, xs0, xw, xs_ptr, stride_xw, stride_xs, r0, T, p0, p1, p2, p3,
+                             p4, rows, G, g_lo, g_hi, LOAD, GROUP, BN, NG, RB, EMU)  # fmt: skip
         for r in tl.static_range(RB):
             optrs = out_ptr + (r0 + r).to(tl.int64) * stride_om + offs_n
             ok = mask_n & (offs_n * 0 + r0 + r < T)  # [BN]: scalar masks trip the interpreter
