@@ -23,7 +23,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 from bench_qlinear import PEAK_BW, random_weight  # noqa: E402
 
 from localllm.kernels.device import device_props  # noqa: E402
-from localllm.kernels.linear.qlinear_triton import dequantize_triton, qlinear_triton  # noqa: E402
+from localllm.kernels.linear.dequant_triton import dequantize  # noqa: E402
+from localllm.kernels.linear.qlinear_triton import qlinear_triton  # noqa: E402
 from localllm.kernels.linear.qmm_triton import MMConfig, mm_config, qmm_launch  # noqa: E402
 from localllm.kernels.quant import kernel_facts  # noqa: E402
 
@@ -54,7 +55,7 @@ def candidates(t: int) -> list[MMConfig]:
 
 
 def _cublas(x: torch.Tensor, w) -> torch.Tensor:
-    return x @ dequantize_triton(w).T
+    return x @ dequantize(w).T
 
 
 def main() -> None:

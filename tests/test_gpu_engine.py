@@ -179,3 +179,28 @@ def test_prefill_graph_for_short_prompts(testdata):
     print("graph replays:", replays, "agreeing tokens:", _first_divergence(graphed, eager))
     assert replays["prefill"] >= 1
     assert _first_divergence(graphed, eager) >= 24
+
+
+@pytest.mark.parametrize("n_prompt", [200, 700])
+def test_prefill_graph_for_whole_prompts(testdata, n_prompt):
+    """A fresh prompt prefilled alone replays the smallest prefill graph that holds it (here
+    256 and 1024 rows, left-padded) and gives the same tokens as eager steps."""
+    path = testdata / "models" / "pycode-22m-q4_k_m.gguf"
+    text = json.loads((testdata / "golden" / "pycode-22m_greedy_f32.json").read_text())[
+        "heldout_text"
+    ]
+
+    def run(graphs: bool) -> tuple[list[int], dict, list[int]]:
+        eng = _engine(path, cuda_graphs=graphs, enable_prefix_caching=False)
+        ids = eng.encode_prompt(text)[:n_prompt]
+        p = SamplingParams(max_tokens=32, temperature=0.0, ignore_eos=True)
+        [out] = eng.generate([ids], p)
+        g = eng.runner.graphs
+        return out, dict(g.replays) if g else {}, list(g.prefill_sizes) if g else []
+
+    eager, _, _ = run(False)
+    graphed, replays, sizes = run(True)
+    print("graph replays:", replays, "agreeing tokens:", _first_divergence(graphed, eager))
+    assert sizes == [128, 256, 512, 1024, 2048]
+    assert replays["prefill"] == 1
+    assert _first_divergence(graphed, eager) >= 24

@@ -36,6 +36,7 @@ from localllm.kernels.fused.qkv_rope_triton import qkv_rope_store
 from localllm.kernels.fused.quant_act import ACT_LAYOUT, QAct
 from localllm.kernels.fused.quant_act_triton import quant_act_triton
 from localllm.kernels.fused.rope_kv_triton import rope_store_kv
+from localllm.kernels.linear.dequant_triton import dequant_config, dequant_launch
 from localllm.kernels.linear.dp4a_triton import dp4a_config, dp4a_launch
 from localllm.kernels.linear.qlinear import QuantWeight
 from localllm.kernels.linear.qlinear_triton import pick_config, qlinear_launch
@@ -142,7 +143,9 @@ def _linear_config(props: DeviceProps, kernel: LinearKernel, fmt: str, n: int, k
         return dp4a_config(fmt, n, k, props.sm_count, rows)
     if kernel is LinearKernel.FUSED_GEMM:
         return mm_config(fmt, n, k, rows, props.sm_count, props.smem_per_block)
-    if kernel in (LinearKernel.GEMV, LinearKernel.TILE_GEMM, LinearKernel.DEQUANT_MATMUL):
+    if kernel is LinearKernel.DEQUANT_MATMUL:
+        return dequant_config(fmt, n, k, props.sm_count)
+    if kernel in (LinearKernel.GEMV, LinearKernel.TILE_GEMM):
         return pick_config(fmt, n, k, rows, props)
     return None  # cuBLAS, or nothing to do
 
@@ -158,6 +161,8 @@ def _linear(kernel: LinearKernel, cfg: Any, fmt: str, n: int, k: int, rows: int,
         dp4a_launch(xq, xs, planes, fmt, n, bias, cfg, dtype)
     elif kernel is LinearKernel.FUSED_GEMM:
         qmm_launch(x, planes, fmt, n, bias, cfg)
+    elif kernel is LinearKernel.DEQUANT_MATMUL:
+        dequant_launch(w, dtype, cfg)  # cuBLAS does the rest
     elif cfg is not None:
         qlinear_launch(x, w, bias, cfg)
 

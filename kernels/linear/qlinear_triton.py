@@ -11,6 +11,7 @@ import triton
 
 from localllm.kernels.fused.quant_act import QAct
 from localllm.kernels.fused.quant_act_triton import fill_lazily
+from localllm.kernels.linear.dequant_triton import dequantize
 from localllm.kernels.linear.dp4a_triton import dp4a_config, dp4a_launch
 from localllm.kernels.linear.gemv_core_triton import MODE_DOT, MODE_STORE, MODE_VEC, plane_args
 from localllm.kernels.linear.gemv_triton import (
@@ -87,10 +88,6 @@ def qlinear_launch(
     """Run one explicit config (benchmarks and tests); `qlinear_triton` picks it for you."""
     _check(x, w, bias)
     t = x.shape[0]
-    if cfg.mode == MODE_STORE:
-        wd = dequantize_triton(w, x.dtype)  # [N, K] workspace, back to the caching allocator
-        b = bias.to(x.dtype) if bias is not None else None
-        return torch.nn.functional.linear(x, wd, b)
     dtype = x.dtype if cfg.split == 1 else torch.float32
     alloc = torch.empty if cfg.split == 1 else torch.zeros
     out = alloc((t, w.n), device=x.device, dtype=dtype)  # [T, N]
@@ -148,8 +145,16 @@ def _qmm(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None) -> torch.Te
 
 
 def _picked(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None) -> torch.Tensor:
-    """The GEMV, the tile GEMM or dequantize + cuBLAS, with `pick_config`'s launch."""
+    """The GEMV or the tile GEMM, with `pick_config`'s launch."""
     return qlinear_launch(x, w, bias, pick_config(w.fmt, w.n, w.k, x.shape[0], x.device))
+
+
+def _dequant_matmul(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None) -> torch.Tensor:
+    """Prefill: dequantize to x's dtype (`dequant_triton`), then cuBLAS."""
+    _check(x, w, bias)
+    wd = dequantize(w, x.dtype)  # [N, K] workspace, back to the caching allocator
+    b = bias.to(x.dtype) if bias is not None else None
+    return torch.nn.functional.linear(x, wd, b)
 
 
 # the kernels of `plan.linear_kernel` (the dp4a GEMV takes the int8 form: `_dp4a`)
@@ -159,5 +164,5 @@ _RUN = {
     LinearKernel.FUSED_GEMM: _qmm,
     LinearKernel.GEMV: _picked,
     LinearKernel.TILE_GEMM: _picked,
-    LinearKernel.DEQUANT_MATMUL: _picked,
+    LinearKernel.DEQUANT_MATMUL: _dequant_matmul,
 }

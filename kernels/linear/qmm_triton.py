@@ -205,12 +205,13 @@ def qmm_launch(
         return out
 
 
-def split_groups(fmt: str, cfg: MMConfig, groups: int) -> tuple[int, int, int]:
+def split_groups(fmt: str, ng: int, split: int, groups: int) -> tuple[int, int, int]:
     """(NG groups per K step, groups per split, splits) of a launch over `groups` 32-element
-    groups: NG divides both; a step covers whole super-blocks (min_k // 32 groups: the d/dmin
-    pointers of the k-quants step by NG / 8)."""
-    ng = _largest_ng(max(cfg.ng, kernel_facts(fmt).min_k // 32), groups)
-    per_split = triton.cdiv(triton.cdiv(groups, ng), cfg.split) * ng
+    groups asking for steps of `ng` groups and `split` splits (the `mm_*` functions of a
+    format, here and in `dequant_triton`): NG divides both; a step covers whole super-blocks
+    (min_k // 32 groups: the d/dmin pointers of the k-quants step by NG / 8)."""
+    ng = _largest_ng(max(ng, kernel_facts(fmt).min_k // 32), groups)
+    per_split = triton.cdiv(triton.cdiv(groups, ng), split) * ng
     return ng, per_split, triton.cdiv(groups, per_split)
 
 
@@ -229,7 +230,7 @@ def kernel_constexprs(fmt: str, cfg: MMConfig, ng: int, atomic: bool, has_bias: 
 def _launch(x, planes, fmt, n, bias, cfg: MMConfig) -> torch.Tensor:
     t, k = x.shape
     groups = k // 32
-    ng, per_split, split = split_groups(fmt, cfg, groups)
+    ng, per_split, split = split_groups(fmt, cfg.ng, cfg.split, groups)
     out = torch.empty((t, n), device=x.device, dtype=x.dtype)
     grid = (triton.cdiv(t, cfg.bm), triton.cdiv(n, cfg.bn), split)
     # split K: fp32 atomics into a persistent zeroed workspace, converted in the kernel

@@ -8,7 +8,8 @@ Kinds per bucket b (the layout of each: graph_layout.py):
 - mixed: the same b decode rows plus one prefill chunk of up to C tokens. With
   --decode-prefill-chunk <= C a long prompt is prefilled beside running streams without
   stalling them;
-- prefill: b = 0, one chunk of up to PREFILL_GRAPH_TOKENS tokens;
+- prefill: b = 0, one chunk of up to c tokens, for c in PREFILL_GRAPH_SIZES up to the step
+  budget (a chunk pads to the smallest that holds it);
 - verify (speculative decoding): b sequences with up to w = 1 + k query tokens each, for the
   widths in VERIFY_WIDTHS up to 1 + --spec-tokens and b up to the speculation batch cutoff
   (above it nobody drafts). Sequences without drafts ride along in a slot of their own.
@@ -37,9 +38,12 @@ BUCKETS = (1, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 19
 # close to a plain decode step; bigger decode batches with a prefill chunk run eagerly.
 MIXED_CHUNK = DECODE_PREFILL_CHUNK_GPU  # the default --decode-prefill-chunk on a GPU
 MIXED_MAX_TOKENS = 32
-# A lone prefill chunk of up to this many tokens (a new chat turn after a prefix-cache hit, an
-# editor completion) replays one graph instead of launching ~450 kernels from Python.
-PREFILL_GRAPH_TOKENS = 128
+# A lone prefill chunk (a new chat turn after a prefix-cache hit, an editor completion, a whole
+# prompt) replays one graph instead of launching ~550 kernels from Python: eagerly, a 512-token
+# prefill of an 8B model took 35-59 ms of wall time for 27.9 ms of GPU kernels (H200,
+# scripts/probe_prefill.py), the host did not keep the GPU fed. A chunk pads to the smallest
+# size that holds it (padding rows cost GEMM rows, not dequantization or launches).
+PREFILL_GRAPH_SIZES = (128, 256, 512, 1024, 2048)
 
 # verify widths captured besides 1 + --spec-tokens: a short draft pads to the narrowest
 # that holds it (the skinny GEMM costs about the same for all of these rows)
@@ -72,8 +76,12 @@ class GraphRunner:
         )
         vmax = min(max_batch, spec_max_batch)
         self.verify_buckets = [b for b in self.buckets if b < vmax] + [vmax] if vmax else []
+        # prefill graphs up to the step budget (a bigger chunk never comes)
+        budget = runner.cfg.max_num_batched_tokens
+        self.prefill_sizes = [c for c in PREFILL_GRAPH_SIZES if c < budget]
+        self.prefill_sizes += [min(budget, PREFILL_GRAPH_SIZES[-1])]
         M = max_batch + 1  # sequences
-        T = max(max_batch + mixed_chunk, PREFILL_GRAPH_TOKENS, vmax * top)  # tokens
+        T = max(max_batch + mixed_chunk, self.prefill_sizes[-1], vmax * top)  # tokens
         self.buf = StepBuffers.allocate(T, M, runner.max_blocks_per_seq, runner.device)
         self.graphs: dict[GraphKey, torch.cuda.CUDAGraph] = {}
         self.logits: dict[GraphKey, torch.Tensor] = {}
@@ -115,15 +123,18 @@ class GraphRunner:
     def _capture_all(self) -> None:
         pool = torch.cuda.graph_pool_handle()
         stream = torch.cuda.Stream(self.runner.device)
-        prefill = GraphKey(0, PREFILL_GRAPH_TOKENS)
-        try:  # biggest first, so the pool's blocks get reused; optional: decoding works without it
-            self._capture(prefill, pool, stream)
-        except torch.cuda.OutOfMemoryError:
-            log.warning("no memory for the prefill CUDA graph; short prefills run eagerly")
-            self.graphs.pop(prefill, None)
-            self.logits.pop(prefill, None)
-            self.greedy.pop(prefill, None)
-            torch.cuda.empty_cache()
+        # biggest first, so the pool's blocks get reused; optional: prefill runs eagerly without
+        for c in sorted(self.prefill_sizes, reverse=True):
+            prefill = GraphKey(0, c)
+            try:
+                self._capture(prefill, pool, stream)
+            except torch.cuda.OutOfMemoryError:
+                log.warning("no memory for the %d-token prefill CUDA graph; such chunks run "
+                            "eagerly", c)  # fmt: skip
+                self.graphs.pop(prefill, None)
+                self.logits.pop(prefill, None)
+                self.greedy.pop(prefill, None)
+                torch.cuda.empty_cache()
         plan = [GraphKey(b, 0) for b in self.buckets]
         plan += [GraphKey(b, self.mixed_chunk) for b in self.mixed_buckets]
         plan += [GraphKey(b, 0, w) for b in self.verify_buckets for w in self.verify_widths]
@@ -161,9 +172,10 @@ class GraphRunner:
         if chunk is None:
             b = self._bucket(self.buckets, n_dec) if n_dec else None
             return GraphKey(b, 0) if b else None
-        if not n_dec:
-            fits = chunk.num_tokens <= PREFILL_GRAPH_TOKENS
-            return GraphKey(0, PREFILL_GRAPH_TOKENS) if fits else None
+        if not n_dec:  # the smallest captured prefill graph that holds the chunk
+            sizes = [c for c in self.prefill_sizes if GraphKey(0, c) in self.graphs]
+            c = self._bucket(sizes, chunk.num_tokens)
+            return GraphKey(0, c) if c else None
         b = self._bucket(self.mixed_buckets, n_dec)
         fits = chunk.num_tokens <= self.mixed_chunk
         return GraphKey(b, self.mixed_chunk) if b and fits else None
