@@ -67,7 +67,7 @@ class LinearKernel(Enum):
     FUSED_GEMM = "fused dequant-GEMM (qmm_triton)"
     GEMV = "GEMV (MODE_VEC, packed fp16 for fp16 x)"
     TILE_GEMM = "tile GEMM (MODE_DOT)"
-    DEQUANT_MATMUL = "dequantize to fp16 + cuBLAS (MODE_STORE)"
+    DEQUANT_MATMUL = "dequantize to fp16 + cuBLAS (dequant_triton)"
 
 
 def linear_kernel(rows: int, fmt: str, int8_act: bool, fp32_on_gpu: bool) -> LinearKernel:

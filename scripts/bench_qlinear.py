@@ -24,13 +24,14 @@ from localllm.formats.quants import LAYOUTS
 from localllm.kernels.linear.qlinear import QuantWeight, pack_weight
 from localllm.kernels.linear.qlinear_triton import (
     MODE_DOT,
-    MODE_STORE,
     MODE_VEC,
     QLinearConfig,
     group_size,
     pick_config,
     qlinear_launch,
+    qlinear_triton,
 )
+from localllm.kernels.plan import DOT_MAX_T
 
 PEAK_BW = 4.1e12  # H200 device-to-device copy, bytes/s (ANCHORS.md)
 QTYPES = {"q4_k": "Q4_K", "q6_k": "Q6_K", "q4_0": "Q4_0", "q8_0": "Q8_0", "q5_k": "Q5_K"}
@@ -66,7 +67,7 @@ def _sweep_config(cfg: tuple[int, ...], fmt: str, n: int, k: int) -> QLinearConf
     group = group_size(fmt)
     tile = min(group * (ng or 32 * warps), triton.next_power_of_2(k))
     ctas, target = triton.cdiv(n, bn), 4 * torch.cuda.get_device_properties(0).multi_processor_count
-    split = 1 if ctas >= target // 2 or mode == MODE_STORE else min(k // tile, target // ctas)
+    split = 1 if ctas >= target // 2 else min(k // tile, target // ctas)
     stages = 1 if mode == MODE_VEC else 2
     return QLinearConfig(
         mode, bm, bn, tile, split=split, warps=warps, stages=stages, half2=mode == MODE_VEC
@@ -105,6 +106,18 @@ def _show(r: dict, tag: str) -> None:
 def bench_weight(w: QuantWeight, sweep: bool, results: list[dict], ts: tuple[int, ...]) -> None:
     dev = torch.device("cuda")
     for t in ts:
+        if t > DOT_MAX_T:  # the prefill path: dequantize (`dequant_triton`) + cuBLAS
+            x = torch.randn(t, w.k, device="cuda").half()
+            ms = do_bench(lambda x=x: qlinear_triton(x, w), warmup=10, rep=40)
+            tflops = 2 * t * w.n * w.k / ms / 1e9
+            print(f"dequant+cuBLAS {w.fmt:5s} {w.n:6d}x{w.k:<6d} T={t:<4d} {ms * 1e3:9.1f} us "
+                  f"{tflops:7.1f} TFLOP/s")  # fmt: skip
+            results.append({"fmt": w.fmt, "n": w.n, "k": w.k, "t": t, "us": ms * 1e3,
+                            "tflops": tflops, "path": "dequant+cublas"})  # fmt: skip
+            print(
+                f"        cuBLAS fp16 {w.n}x{w.k} T={t}: {cublas_tflops(w.n, w.k, t):.1f} TFLOP/s"
+            )
+            continue
         default = pick_config(w.fmt, w.n, w.k, t, dev)
         best = time_point(w, t, [default])[0]
         _show(best, "default")
@@ -118,10 +131,6 @@ def bench_weight(w: QuantWeight, sweep: bool, results: list[dict], ts: tuple[int
             for r in time_point(w, t, [c for c in cfgs if c != default]):
                 _show(r, "sweep")
                 results.append(r)
-        if t == 512:
-            print(
-                f"        cuBLAS fp16 {w.n}x{w.k} T=512: {cublas_tflops(w.n, w.k, t):.1f} TFLOP/s"
-            )
 
 
 def main() -> None:

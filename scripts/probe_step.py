@@ -1,7 +1,8 @@
-"""Where a batch-1 decode step's wall time goes: GPU time of the captured graph alone (replayed
-back to back) against a full engine step, and the host phases of a step.
+"""Where a decode step's wall time goes (batch 1, or --batch B streams): GPU time of the
+captured graph alone (replayed back to back) against a full engine step, and the host phases
+of a step.
 
-Usage: python3 scripts/probe_step.py [--model llama3-8b-q4_k_m] [--steps 200]
+Usage: python3 scripts/probe_step.py [--model llama3-8b-q4_k_m] [--steps 200] [--batch 1]
 """
 
 from __future__ import annotations
@@ -22,12 +23,13 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     add_engine_args(ap, model_required=False)
     ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--batch", type=int, default=1, help="decoding streams")
     a = ap.parse_args()
     a.model = resolve_model(a.model or "llama3-8b-q4_k_m")
     engine = LLMEngine(engine_config(a, max_model_len=4096 + 256))
     bos = engine.tokenizer.bos_id or 1
     params = SamplingParams(max_tokens=a.steps * 3 + 64, temperature=0.0, ignore_eos=True)
-    rid = engine.add_request([bos, 100], params)
+    rids = [engine.add_request([bos, 100 + i], params) for i in range(a.batch)]
     for _ in range(20):
         engine.step()
     torch.cuda.synchronize()
@@ -37,7 +39,8 @@ def main() -> None:
     torch.cuda.synchronize()
     step = (time.perf_counter() - t0) / a.steps
 
-    g = engine.runner.graphs.graphs[GraphKey(1, 0)]
+    graphs = engine.runner.graphs
+    g = graphs.graphs[GraphKey(graphs._bucket(graphs.buckets, a.batch), 0)]
     torch.cuda.synchronize()
     ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     ev0.record()
@@ -68,10 +71,12 @@ def main() -> None:
         t.append(time.perf_counter())
         for i, k in enumerate(keys):
             phases[k] += (t[i + 1] - t[i]) / a.steps
-    engine.abort(rid)
+    for rid in rids:
+        engine.abort(rid)
+    b = a.batch
     print(
-        f"engine step {1e6 * step:.1f} us ({1 / step:.1f} tok/s); graph replay alone "
-        f"{1e6 * replay:.1f} us ({1 / replay:.1f} tok/s); host gap {1e6 * (step - replay):.1f} us"
+        f"batch {b}: engine step {1e6 * step:.1f} us ({b / step:.1f} tok/s); graph replay alone "
+        f"{1e6 * replay:.1f} us ({b / replay:.1f} tok/s); host gap {1e6 * (step - replay):.1f} us"
     )
     for k, v in phases.items():
         print(f"  {k}: {1e6 * v:.1f} us")

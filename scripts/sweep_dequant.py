@@ -14,7 +14,6 @@ import itertools
 import json
 import sys
 from dataclasses import asdict, replace
-from functools import partial
 from pathlib import Path
 
 import torch
@@ -30,7 +29,6 @@ from localllm.kernels.linear.dequant_triton import (  # noqa: E402
     dequant_launch,
     dequant_split,
 )
-from localllm.kernels.linear.qlinear_triton import _launch, store_config  # noqa: E402
 
 SHAPES = {  # format -> (N, K) of llama3-8b-q4_k_m / llama2-7b-q4_0 weights
     "q4_k": [(28672, 4096), (4096, 4096)],
@@ -61,12 +59,6 @@ def main() -> None:
             us = timed(w, default, out)
             print(f"DEFAULT {fmt} {n}x{k}: {us:8.1f} us {gb / us * 1e6:7.0f} GB/s "
                   f"({100 * gb / us * 1e6 / PEAK_BW:.0f}% of copy) {default}", flush=True)  # fmt: skip
-            old_cfg = store_config(fmt, k)
-            old = 1e3 * do_bench_cudagraph(partial(_launch, out, out, None, w, old_cfg, 1), rep=40)
-            print(
-                f"OLD MODE_STORE {fmt} {n}x{k}: {old:8.1f} us {gb / old * 1e6:7.0f} GB/s",
-                flush=True,
-            )
             if a.quick:
                 continue
             res = []

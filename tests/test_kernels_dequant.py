@@ -42,10 +42,10 @@ def test_dequant_config_fills_the_gpu(props: DeviceProps) -> None:
         for n, k in ((4096, 4096), (28672, 4096), (4096, 14336), (1024, 4096), (256, 512)):
             cfg = dq.dequant_config(fmt, n, k, props.sm_count)
             ng, per_split, split = dq.split_groups(fmt, cfg.ng, cfg.split, k // 32)
-            assert split == cfg.split and per_split % ng == 0
-            programs = triton.cdiv(n, cfg.bn) * split
-            # enough programs for the SMs, or every split already as short as 2 steps
-            assert programs >= dq.WAVES * props.sm_count or per_split <= 4 * ng
+            assert split <= cfg.split and per_split % ng == 0  # whole steps per split
+            programs = triton.cdiv(n, cfg.bn) * cfg.split
+            # enough programs for the SMs, or every split already as short as 2-3 steps
+            assert programs >= dq.WAVES * props.sm_count or per_split < 4 * ng
 
 
 @pytest.mark.gpu

@@ -173,20 +173,12 @@ def test_pick_config_shapes() -> None:
     cpu = torch.device("cpu")
     for fmt in ("q8_0", "q4_0", "q4_k", "q5_k", "q6_k"):
         for n, k in ((4096, 4096), (4096, 11008), (16, 256)):
-            for t in (1, 4, 16, 100):
+            for t in (1, 4, 16, 64):
                 cfg = qt.pick_config(fmt, n, k, t, cpu)
                 assert cfg.tile < 2 * k
                 assert cfg.tile % qt.group_size(fmt) == 0
-                # the prefill dequantization splits K by design; decode splits only when rows are scarce
-                assert cfg.split == 1 or n < 512 or cfg.mode == qt.MODE_STORE
-
-
-@pytest.mark.parametrize("qtype", list(KERNEL_QTYPES), ids=lambda q: q.name)
-def test_triton_dequantize_matches_torch(qtype: QT) -> None:
-    qt = _triton()
-    w = pack_weight(random_raw(qtype, 40, 512, seed=2))
-    wd = qt.dequantize_triton(w, torch.float32)
-    torch.testing.assert_close(wd, dequantize_weight(w), rtol=0, atol=0)
+                # decode splits K only when rows are scarce
+                assert cfg.split == 1 or n < 512
 
 
 def test_triton_half_inputs_and_dense() -> None:

@@ -10,7 +10,8 @@ shift and one mask. With a format's scale and min per group,
 so, with P = sum(v * x) and X = sum(x) over a group,
     sum(weight * x) = (scale * QB) * P - (scale * QC + mins) * X
 MODE_VEC (GEMV) therefore spends one FMA per weight and applies the scales once per group;
-MODE_DOT rebuilds fp16 weights for `tl.dot`; MODE_STORE writes them to a dense workspace.
+MODE_DOT rebuilds fp16 weights for `tl.dot`. (Dequantizing for the prefill's cuBLAS GEMMs is
+`dequant_triton`'s, on the fused GEMM's decode functions.)
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from localllm.kernels.quant.loads_triton import _ld
 
 MODE_VEC = 0
 MODE_DOT = 1
-MODE_STORE = 2
 
 
 @triton.jit
@@ -101,11 +101,11 @@ def _weights(FIELD: tl.constexpr, words, extra, sc0, mn0, sc1, mn1, S: tl.conste
 
 @triton.jit
 def _consume(acc, FIELD: tl.constexpr, words, extra, sc0, mn0, sc1, mn1, g, g_hi,
-             xb, stride_xm, offs_m, mask_m, wo, mask_n,
+             xb, stride_xm, offs_m, mask_m,
              MODE: tl.constexpr, BN: tl.constexpr, NG: tl.constexpr, W: tl.constexpr,
              F: tl.constexpr, QB: tl.constexpr, QC: tl.constexpr, HAS_MIN: tl.constexpr,
              TWO: tl.constexpr, MASKED: tl.constexpr):  # fmt: skip
-    """Feed one decoded tile to the GEMV (MODE_VEC), tl.dot (MODE_DOT) or the workspace."""
+    """Feed one decoded tile to the GEMV (MODE_VEC) or tl.dot (MODE_DOT)."""
     kidx = g[:, None] * (W * F) + tl.arange(0, W)[None, :]  # [NG, W] element of field 0
     gmask = g < g_hi  # [NG]
     if MODE == 0:
@@ -114,17 +114,12 @@ def _consume(acc, FIELD: tl.constexpr, words, extra, sc0, mn0, sc1, mn1, g, g_hi
     else:
         for s in tl.static_range(F):
             w = _weights(FIELD, words, extra, sc0, mn0, sc1, mn1, s, F, QB, QC, HAS_MIN)
-            if MODE == 1:
-                k2 = tl.reshape(kidx + s * W, [NG * W])  # [NG * W]
-                xmask = mask_m[:, None]
-                if MASKED:
-                    xmask = xmask & (k2 < g_hi * (W * F))[None, :]
-                xp = xb + offs_m[:, None] * stride_xm + k2[None, :]
-                x = tl.load(xp, mask=xmask, other=0.0)  # [BM, NG * W]
-                wt = tl.reshape(w, [BN, NG * W]).to(x.dtype)
-                acc += tl.dot(x, tl.trans(wt))  # [BM, NG * W] @ [NG * W, BN]
-            else:
-                ptrs = wo[:, None, None] + (kidx + s * W)[None, :, :]
-                smask = mask_n[:, None, None] & gmask[None, :, None]
-                tl.store(ptrs, w.to(wo.dtype.element_ty), mask=smask)
+            k2 = tl.reshape(kidx + s * W, [NG * W])  # [NG * W]
+            xmask = mask_m[:, None]
+            if MASKED:
+                xmask = xmask & (k2 < g_hi * (W * F))[None, :]
+            xp = xb + offs_m[:, None] * stride_xm + k2[None, :]
+            x = tl.load(xp, mask=xmask, other=0.0)  # [BM, NG * W]
+            wt = tl.reshape(w, [BN, NG * W]).to(x.dtype)
+            acc += tl.dot(x, tl.trans(wt))  # [BM, NG * W] @ [NG * W, BN]
     return acc

@@ -1,7 +1,7 @@
 """Triton quantized linear kernel of `qlinear_triton` for the rows the fused GEMM does not take
 (see `kernels/plan.py`): MODE_VEC, a CUDA-core GEMV for one row; MODE_DOT, rebuilt fp16 tiles
 and one `tl.dot` per field (fp32 activations on the GPU, or selectable for comparison);
-MODE_STORE, dequantize into an fp16 workspace for cuBLAS (prefill). Each program owns BN output
+(Prefill dequantizes for cuBLAS: `dequant_triton`.) Each program owns BN output
 rows and streams their packed words once with 16-byte loads, NG groups of 32 elements per step,
 scales applied once per group; split-K over programs with fp32 atomics only when N is small.
 With fp16 x (formats with a `h2_center`) MODE_VEC decodes the words two fields per register and
@@ -22,7 +22,6 @@ import triton.language as tl
 from localllm.kernels.device import DeviceProps, device_props
 from localllm.kernels.linear.gemv_core_triton import (
     MODE_DOT,
-    MODE_STORE,
     MODE_VEC,
     _consume,
     _load_tile,
@@ -45,7 +44,7 @@ def _qlinear_kernel(
 ):  # fmt: skip
     """out [T, N] = x [T, K] @ W^T (+ bias), K = W F G; program (n, m, k) owns rows
     [n BN, n BN + BN), x rows [m BM, m BM + BM) and groups [k per_split, (k + 1) per_split).
-    MODE_STORE: out [N, K] = W. The format: its Triton functions LOAD (`load_tile`), FIELD,
+    The format: its Triton functions LOAD (`load_tile`), FIELD,
     H2_WORD, QUANT and its facts W, F, QB, QC, HAS_MIN, TWO, Z (`kernel_constexprs`)."""
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
@@ -56,7 +55,6 @@ def _qlinear_kernel(
     offs_m = tl.arange(0, BM)  # [BM] relative to the block's first row
     mask_m = pid_m * BM + offs_m < T
     xb = x_ptr + (pid_m * BM).to(tl.int64) * stride_xm
-    wo = out_ptr + rows * (G * W * F)  # [BN] workspace rows (MODE_STORE)
     if MODE == 0:
         acc = tl.zeros([BN, NG], dtype=tl.float32)  # per-group partials, summed at the end
     else:
@@ -77,22 +75,21 @@ def _qlinear_kernel(
                           HAS_MIN, H2, Z, True)  # fmt: skip
         else:
             acc = _consume(acc, FIELD, w, e, s0, m0, s1, m1, g, g_hi, xb, stride_xm, offs_m,
-                           mask_m, wo, mask_n, MODE, BN, NG, W, F, QB, QC, HAS_MIN, TWO,
+                           mask_m, MODE, BN, NG, W, F, QB, QC, HAS_MIN, TWO,
                            True)  # fmt: skip
         w, e, s0, m0, s1, m1 = nw, ne, ns0, nm0, ns1, nm1
-    if MODE != 2:
-        if MODE == 0:
-            res = tl.sum(acc, axis=1)[None, :]  # [1, BN]
-        else:
-            res = acc  # [BM, BN]
-        optrs = out_ptr + (pid_m * BM + offs_m)[:, None] * stride_om + offs_n[None, :]
-        omask = mask_m[:, None] & mask_n[None, :]
-        _write_out(res, optrs, omask, bias_ptr, offs_n, mask_n, pid_k, HAS_BIAS, ATOMIC)
+    if MODE == 0:
+        res = tl.sum(acc, axis=1)[None, :]  # [1, BN]
+    else:
+        res = acc  # [BM, BN]
+    optrs = out_ptr + (pid_m * BM + offs_m)[:, None] * stride_om + offs_n[None, :]
+    omask = mask_m[:, None] & mask_n[None, :]
+    _write_out(res, optrs, omask, bias_ptr, offs_n, mask_n, pid_k, HAS_BIAS, ATOMIC)
 
 
 @dataclass(frozen=True)
 class QLinearConfig:
-    mode: int  # MODE_VEC | MODE_DOT | MODE_STORE (prefill: dequantize, then cuBLAS)
+    mode: int  # MODE_VEC | MODE_DOT
     bm: int  # x rows per program (1 for MODE_VEC)
     bn: int  # weight rows per program
     tile: int  # K elements per loop step: NG groups (a power of 2 >= 32)
@@ -138,8 +135,8 @@ def pick_config(
     device, or the properties of one); no autotuning at engine start."""
     props = device if isinstance(device, DeviceProps) else device_props(device)
     f = kernel_facts(fmt)
-    if t > DOT_MAX_T:  # dequantize to fp16 + cuBLAS: ~450 TFLOP/s vs ~35 for a fused GEMM
-        return store_config(fmt, k)
+    if t > DOT_MAX_T:  # dequantize to fp16 + cuBLAS (`dequant_triton`): no config here
+        raise ValueError(f"pick_config: {t} rows take dequantize + cuBLAS, not this kernel")
     if t == 1:
         bn, warps = f.tuning.vec[n > 4096]
         tile = _fit_tile(32 * warps * group_size(fmt), k)
@@ -150,16 +147,6 @@ def pick_config(
         bm = max(16, triton.next_power_of_2(t))  # one M block: the weights are read once
         cfg = QLinearConfig(MODE_DOT, bm, bn, _fit_tile(8 * group_size(fmt), k), warps=warps)
     return _with_split(cfg, n, k, props.sm_count)
-
-
-def store_config(fmt: str, k: int) -> QLinearConfig:
-    """Dequantize-to-fp16 launch (prefill). From scripts/sweep_dequant.py on the H200: 8 rows
-    per program beat 16-64 everywhere (~1.05 TB/s of packed + fp16 bytes for Q4_K/Q4_0);
-    Q6_K prefers short steps along K and no split (each format's `Tuning.store`)."""
-    tile_k, split_k, warps = kernel_facts(fmt).tuning.store
-    tile = _fit_tile(tile_k, k)
-    split = triton.cdiv(k, tile) if split_k else 1
-    return QLinearConfig(MODE_STORE, 1, 8, tile, split=split, warps=warps)
 
 
 def kernel_constexprs(fmt: str, cfg: QLinearConfig, h2: int, has_bias: bool) -> dict[str, object]:

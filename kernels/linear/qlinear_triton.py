@@ -13,7 +13,7 @@ from localllm.kernels.fused.quant_act import QAct
 from localllm.kernels.fused.quant_act_triton import fill_lazily
 from localllm.kernels.linear.dequant_triton import dequantize
 from localllm.kernels.linear.dp4a_triton import dp4a_config, dp4a_launch
-from localllm.kernels.linear.gemv_core_triton import MODE_DOT, MODE_STORE, MODE_VEC, plane_args
+from localllm.kernels.linear.gemv_core_triton import MODE_DOT, MODE_VEC, plane_args
 from localllm.kernels.linear.gemv_triton import (
     QLinearConfig,
     _num_sms,
@@ -22,14 +22,13 @@ from localllm.kernels.linear.gemv_triton import (
     group_size,
     kernel_constexprs,
     pick_config,
-    store_config,
 )
 from localllm.kernels.linear.qlinear import QuantWeight
 from localllm.kernels.linear.qmm_triton import mm_config, qmm_launch
 from localllm.kernels.plan import LinearKernel, linear_kernel
 from localllm.kernels.quant import kernel_facts
 
-__all__ = ["MODE_DOT", "MODE_STORE", "MODE_VEC", "QLinearConfig", "group_size", "pick_config"]
+__all__ = ["MODE_DOT", "MODE_VEC", "QLinearConfig", "group_size", "pick_config"]
 
 
 def _check(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None) -> None:
@@ -60,7 +59,7 @@ def _launch(
     x: torch.Tensor, out: torch.Tensor, bias: torch.Tensor | None, w: QuantWeight,
     cfg: QLinearConfig, t: int,
 ) -> None:  # fmt: skip
-    """One kernel launch; x [t, K] (ignored by MODE_STORE), out [t, N] or [N, K]."""
+    """One kernel launch; x [t, K], out [t, N]."""
     f = kernel_facts(w.fmt)
     planes = plane_args([w.tensors[p] for p in f.planes])
     groups, ng = w.k // f.group, cfg.tile // f.group
@@ -72,14 +71,6 @@ def _launch(
         t, w.n, groups, x.stride(0), out.stride(0), per_split,
         **consts, num_warps=cfg.warps, num_stages=cfg.stages,
     )  # fmt: skip
-
-
-def dequantize_triton(w: QuantWeight, dtype: torch.dtype = torch.float16) -> torch.Tensor:
-    """Dense [N, K] copy of a packed weight, built tile by tile on the device."""
-    device = next(iter(w.tensors.values())).device
-    out = torch.empty((w.n, w.k), device=device, dtype=dtype)  # [N, K]
-    _launch(out, out, None, w, store_config(w.fmt, w.k), 1)
-    return out
 
 
 def qlinear_launch(

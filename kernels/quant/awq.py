@@ -44,7 +44,7 @@ def _facts(group: int) -> KernelFacts:
         planes=("qs", "s", "z"), words=4, fields=8, qbits=4, qc=16.0, has_min=True,
         min_k=group, act_layout="w4", h2_center=None, pack=None, dequant=dequant_planes,
         triton=f"localllm.kernels.quant.awq_triton:HOOKS_{group}",
-        tuning=Tuning(vec=((4, 2), (4, 1)), dot=(128, 8), store=(256, True, 4)),
+        tuning=Tuning(vec=((4, 2), (4, 1)), dot=(128, 8)),
     )  # fmt: skip
 
 

@@ -29,7 +29,7 @@ Adding a format with kernels (nothing in `kernels/linear/` changes):
 
 The Triton functions (tile = a program's groups; planes p0..p4 in `KernelFacts.planes` order,
 unused slots repeat p0; scales fp32; W words per group, F fields per word):
-GEMV / tile GEMM / dequantize-to-fp16 (`linear/gemv_triton.py`), [BN, NG] tiles:
+GEMV / tile GEMM (`linear/gemv_triton.py`), [BN, NG] tiles:
   load_tile(p0, p1, p2, p3, p4, rows [BN], g [NG], gmask, G, MASKED)
       -> (words int32 [BN, NG, W], extra (the format's extra bits, same shape, or words),
           scale0, min0, scale1, min1 [BN, NG])  (scale1/min1: fields F/2.. if two_scales)
@@ -43,7 +43,8 @@ dp4a GEMV (`linear/dp4a_triton.py`), [NG, BN] tiles (`dp4a_ops_triton.py`):
   dp4a_load(p0, p1, p2, p3, p4, rows [BN], g [NG], gmask, G) -> the load_tile tuple, [NG, BN]
   dp4a_group(acc, words, extra, s0, m0, s1, m1, xw, xs, g, gmask, EMU) -> acc fp32 [NG, BN]
       + the groups' dot products with the int8 activations (`act_layout`)
-fused dequant-GEMM (`linear/qmm_triton.py`), 32-element groups (`mm_ops_triton.py`):
+fused dequant-GEMM (`linear/qmm_triton.py`) and the prefill dequantization
+(`linear/dequant_triton.py`), 32-element groups (`mm_ops_triton.py`):
   mm_ptrs(p0, p1, p2, p3, p4, rows [BN], g_lo, G, NG) -> (wp, hp, sp, dp, mp) pointers of
       the first K step (words, extra bits, per-group scales, per-super-block d / dmin; unused
       ones repeat another)
@@ -78,7 +79,6 @@ class Tuning:
 
     vec: tuple[tuple[int, int], tuple[int, int]]  # T == 1: (BN, warps) for N <= 4096, N > 4096
     dot: tuple[int, int]  # 1 < T <= DOT_MAX_T (MODE_DOT): (BN, warps)
-    store: tuple[int, bool, int]  # dequantize-to-fp16: (K tile, split K, warps)
 
 
 @dataclass(frozen=True)
@@ -131,7 +131,7 @@ JitFn = Any  # a @triton.jit function (triton.JITFunction; Triton is imported la
 class TritonHooks:
     """A format's @triton.jit functions, by kernel family (signatures in the module doc)."""
 
-    load_tile: JitFn  # GEMV / tile GEMM / dequantize-to-fp16
+    load_tile: JitFn  # GEMV / tile GEMM
     field: JitFn
     dp4a_load: JitFn  # dp4a GEMV
     dp4a_group: JitFn

@@ -31,6 +31,6 @@ KERNEL = KernelFacts(
     planes=("qs", "d"), words=4, fields=8, qbits=4, qc=24.0, has_min=False, min_k=32,
     act_layout="w4", h2_center=8, pack=pack, dequant=dequant_planes,
     triton="localllm.kernels.quant.q4_0_triton:HOOKS",
-    tuning=Tuning(vec=((4, 2), (4, 1)), dot=(128, 8), store=(256, True, 4)),
+    tuning=Tuning(vec=((4, 2), (4, 1)), dot=(128, 8)),
 )  # fmt: skip
 FORMAT = QuantFormat(Q.Q4_0, (0,), dequant_blocks, KERNEL)

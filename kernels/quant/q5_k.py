@@ -44,6 +44,6 @@ KERNEL = KernelFacts(
     planes=("qs", "sm", "d", "dmin", "qh"), words=4, fields=8, qbits=5, qc=32.0,
     has_min=True, min_k=256, act_layout="w4", h2_center=16, pack=pack, dequant=dequant_planes,
     triton="localllm.kernels.quant.q5_k_triton:HOOKS",
-    tuning=Tuning(vec=((4, 2), (4, 1)), dot=(128, 8), store=(256, True, 4)),
+    tuning=Tuning(vec=((4, 2), (4, 1)), dot=(128, 8)),
 )  # fmt: skip
 FORMAT = QuantFormat(Q.Q5_K, (0, 2), dequant_blocks, KERNEL)

@@ -50,6 +50,6 @@ KERNEL = KernelFacts(
     min_k=256, act_layout="w4", h2_center=32, pack=pack, dequant=dequant_planes,
     triton="localllm.kernels.quant.q6_k_triton:HOOKS", two_scales=True,
     # Q6_K's dequantize-to-fp16 prefers short steps along K and no split
-    tuning=Tuning(vec=((4, 1), (4, 1)), dot=(128, 4), store=(128, False, 2)),
+    tuning=Tuning(vec=((4, 1), (4, 1)), dot=(128, 4)),
 )  # fmt: skip
 FORMAT = QuantFormat(Q.Q6_K, (208,), dequant_blocks, KERNEL)

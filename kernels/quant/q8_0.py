@@ -29,6 +29,6 @@ KERNEL = KernelFacts(
     planes=("qs", "d"), words=4, fields=4, qbits=8, qc=384.0, has_min=False, min_k=32,
     act_layout="w8", h2_center=None, pack=pack, dequant=dequant_planes,
     triton="localllm.kernels.quant.q8_0_triton:HOOKS",
-    tuning=Tuning(vec=((4, 2), (4, 2)), dot=(64, 4), store=(256, True, 4)),
+    tuning=Tuning(vec=((4, 2), (4, 2)), dot=(64, 4)),
 )  # fmt: skip
 FORMAT = QuantFormat(Q.Q8_0, (0,), dequant_blocks, KERNEL)

@@ -17,6 +17,7 @@ CATEGORIES = (
     ("gemm", "weights (GEMV/GEMM)"),
     ("gemv", "weights (GEMV/GEMM)"),
     ("cutlass", "weights (GEMV/GEMM)"),
+    ("nvjet", "weights (GEMV/GEMM)"),  # cuBLAS's GEMMs on Hopper
     ("attn", "attention"),
     ("merge", "attention"),
     ("rope", "rope + KV store"),
