@@ -17,6 +17,7 @@ from localllm.cli.args import add_engine_args, engine_config
 from localllm.core import SamplingParams
 from localllm.engine.engine import LLMEngine
 from localllm.engine.graph_layout import GraphKey
+from localllm.engine.step_sampling import sample_step
 
 
 def main() -> None:
@@ -52,22 +53,26 @@ def main() -> None:
 
     # host phases of an engine step, synchronizing after the GPU part
     phases = {
-        "schedule": 0.0,
+        "propose + schedule": 0.0,
         "execute (stage, copy, replay launch)": 0.0,
-        "sample (GPU wait + argmax + sync)": 0.0,
-        "update + postprocess": 0.0,
+        "guided + sample (GPU wait + sync)": 0.0,
+        "take + update + postprocess": 0.0,
     }
     keys = list(phases)
     for _ in range(a.steps):
         t = [time.perf_counter()]
+        decoding = [s for s in engine.scheduler.running if not s.in_prefill]
+        engine.speculator.propose(decoding)
         batch = engine.scheduler.schedule()
         t.append(time.perf_counter())
         out = engine.runner.execute(batch)
         t.append(time.perf_counter())
-        accepted = engine._sample(batch, out.logits, out.rows)
+        greedy = engine.guided.apply(None, out.logits, [r for r in out.rows if r[1]], out.greedy)
+        taken = sample_step(engine.sampler, batch, out.logits, out.rows, greedy)
         t.append(time.perf_counter())
-        engine.scheduler.update(batch, accepted)
-        engine._postprocess(batch, accepted)
+        engine._take(batch, taken)
+        engine.scheduler.update(batch, taken.accepted)
+        engine._postprocess(batch, taken.accepted)
         t.append(time.perf_counter())
         for i, k in enumerate(keys):
             phases[k] += (t[i + 1] - t[i]) / a.steps
