@@ -50,6 +50,13 @@ def test_qmm_heuristic_shapes() -> None:
     assert mm.mm_config("q4_k", 6144, 4096, 128, sms, smem).split == 1  # 96 programs
     assert mm.mm_config("q8_0", 64, 96, 2, sms, smem).ng == 1  # K = 3 groups: one group per step
     assert big.bn == 128 and mm.mm_config("q4_k", 28672, 4096, 32, 82, smem=99 * 1024).bn == 64
+    # 33..64 rows (H200 sweep at 64): tall matrices in 64-row tiles, 2 stages; a 4096-row
+    # matrix in one wave of 32-row tiles, 16 groups a step (8 where 99 KB would not hold it)
+    MM = mm.MMConfig
+    assert mm.mm_config("q4_k", 28672, 4096, 64, sms, smem) == MM(64, 64, 8, 1, 4, 2, True)
+    assert mm.mm_config("q4_0", 4096, 4096, 40, sms, smem) == MM(64, 32, 16, 1, 4, 2, False)
+    assert mm.mm_config("q4_0", 4096, 4096, 64, 128, 99 * 1024) == MM(64, 32, 8, 1, 4, 2, False)
+    assert mm.mm_config("q4_k", 1024, 4096, 64, sms, smem).split > 1  # 32 tiles: split K
 
 
 def test_qmm_shrinks_configs_that_do_not_fit(monkeypatch) -> None:

@@ -146,6 +146,12 @@ def mm_config(fmt: str, n: int, k: int, t: int, num_sms: int, smem: int) -> MMCo
     streams, the prefill graph of a short turn after a cached prefix): one 128-row block and
     two warpgroups, split K only up to one program per SM (128 rows, Q4_K: 28672x4096 120 vs
     208 us with two 64-row blocks of 4 warps, 6144x4096 40 vs 83 us, 4096x14336 74 vs 143 us).
+    33..64 rows (one 64-row block; H200 sweep at 64 rows, benchmarks/session8/sweep_qmm_t64.jsonl,
+    Q4_K / Q4_0): 2 stages, tall matrices in 64-row tiles (28672x4096 87 / 97 us vs 106 / 115
+    with 128 rows and 3 stages); matrices of up to 16383 rows whose 32-row tiles fill 3/4 of the
+    SMs take 32 weight rows x 512 K per step (256 where 99 KB of shared memory would not hold
+    that), x as the A operand, no split (4096x4096 21 / 22 us vs 30 / 31, 4096x14336 69 / 72
+    vs 71 / 70).
     `smem` is the GPU's shared memory per block: 128 weight rows only where the measured
     32 x 128 tile fits with its 3 stages (not in 99 KB), and a config that needs more
     (`mm_smem`) steps down as `_smaller` does (2 stages, then fewer weight rows): on the
@@ -158,13 +164,23 @@ def mm_config(fmt: str, n: int, k: int, t: int, num_sms: int, smem: int) -> MMCo
     tall = MMConfig(32, 128, ng, stages=3)  # the measured tall tile, with its full pipeline
     bn = 128 if n >= 16384 and bm >= 32 and mm_smem(fmt, tall) <= smem else 64
     cfg = MMConfig(bm, bn, ng, warps=8 if big else 4, stages=3, swap=True)
+    one_wave = False
+    if bm == 64:  # 33..64 rows: 2 stages, 64-row tiles; rows of up to 16383 in 32-row tiles
+        cfg = replace(cfg, bn=64, stages=2)
+        one_wave = n < 16384 and 4 * triton.cdiv(n, 32) >= 3 * num_sms
+        if one_wave:  # 16 groups a step where it fits (not in 99 KB: 8, keeping 64 rows)
+            cfg = replace(cfg, bn=32, ng=_largest_ng(16, groups), swap=False)
+            if mm_smem(fmt, cfg) > smem:
+                cfg = replace(cfg, ng=ng)
     while mm_smem(fmt, cfg) > smem and (smaller := _smaller(cfg)) is not None:
         cfg = smaller
     ctas = triton.cdiv(n, cfg.bn) * triton.cdiv(t, cfg.bm)
     split = 1
-    while (ctas * split * 2 <= num_sms if big else 2 * ctas * split < 3 * num_sms) and groups // (
-        ng * split * 2
-    ) >= 2:
+    while (
+        not one_wave
+        and (ctas * split * 2 <= num_sms if big else 2 * ctas * split < 3 * num_sms)
+        and groups // (cfg.ng * split * 2) >= 2
+    ):
         split *= 2
     return replace(cfg, split=split)
 
