@@ -68,3 +68,13 @@ def test_mixed_decode_and_chunk_layout(eng: LLMEngine) -> None:
         g0, gn = order[id(it)]
         assert en == gn
         torch.testing.assert_close(logits[g0 : g0 + gn], eager.logits[e0 : e0 + en])
+
+
+def test_prefill_graph_sizes_follow_the_step_budget() -> None:
+    """Prefill graphs up to the step budget: the smaller sizes and the budget itself."""
+    from localllm.engine.cuda_graphs import PREFILL_GRAPH_SIZES, prefill_graph_sizes
+
+    assert prefill_graph_sizes(2048) == [128, 256, 512, 1024, 2048]
+    assert prefill_graph_sizes(600) == [128, 256, 512, 600]
+    assert prefill_graph_sizes(16) == [16]
+    assert prefill_graph_sizes(10_000) == list(PREFILL_GRAPH_SIZES)  # no duplicate of the last

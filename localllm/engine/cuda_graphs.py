@@ -45,6 +45,15 @@ MIXED_MAX_TOKENS = 32
 # size that holds it (padding rows cost GEMM rows, not dequantization or launches).
 PREFILL_GRAPH_SIZES = (128, 256, 512, 1024, 2048)
 
+
+def prefill_graph_sizes(budget: int) -> list[int]:
+    """The prefill graphs an engine with a step budget of `budget` tokens captures: the sizes
+    below it and the budget itself (a bigger chunk never comes), at most the largest size."""
+    return sorted(
+        {c for c in PREFILL_GRAPH_SIZES if c < budget} | {min(budget, PREFILL_GRAPH_SIZES[-1])}
+    )
+
+
 # verify widths captured besides 1 + --spec-tokens: a short draft pads to the narrowest
 # that holds it (the skinny GEMM costs about the same for all of these rows)
 VERIFY_WIDTHS = (3, 5)
@@ -76,10 +85,7 @@ class GraphRunner:
         )
         vmax = min(max_batch, spec_max_batch)
         self.verify_buckets = [b for b in self.buckets if b < vmax] + [vmax] if vmax else []
-        # prefill graphs up to the step budget (a bigger chunk never comes)
-        budget = runner.cfg.max_num_batched_tokens
-        self.prefill_sizes = [c for c in PREFILL_GRAPH_SIZES if c < budget]
-        self.prefill_sizes += [min(budget, PREFILL_GRAPH_SIZES[-1])]
+        self.prefill_sizes = prefill_graph_sizes(runner.cfg.max_num_batched_tokens)
         M = max_batch + 1  # sequences
         T = max(max_batch + mixed_chunk, self.prefill_sizes[-1], vmax * top)  # tokens
         self.buf = StepBuffers.allocate(T, M, runner.max_blocks_per_seq, runner.device)
