@@ -52,7 +52,7 @@ from localllm.kernels.fused import (
     rope_kv_triton,
 )
 from localllm.kernels.fused.quant_act import QUANT_CODES
-from localllm.kernels.linear import dp4a_triton, gemv_triton, qmm_triton
+from localllm.kernels.linear import dequant_triton, dp4a_triton, gemv_triton, qmm_triton
 from localllm.kernels.quant import ALL, KERNEL_FORMATS, KernelFacts, awq, kernel_facts
 
 TARGET = GPUTarget("cuda", 90, 32)
@@ -117,6 +117,8 @@ def _linear_cases(fmt: str) -> Iterator[Case]:
                 yield _dp4a_case(f"{name}_5rows", fmt, 5)
         elif kernel is plan.LinearKernel.FUSED_GEMM:
             yield _qmm_case(name, fmt, rows, dtype)
+        elif kernel is plan.LinearKernel.DEQUANT_MATMUL:
+            yield _dequant_case(name, fmt)
         else:
             yield from _gemv_cases(name, fmt, rows, dtype)
 
@@ -150,6 +152,14 @@ def _qmm_case(name: str, fmt: str, rows: int, dtype: torch.dtype) -> Case:
              **_plane_types(fmt), "res_ptr": x, "cnt_ptr": "*i32"}  # fmt: skip
     consts = qmm_triton.kernel_constexprs(fmt, cfg, ng, split > 1, False, dtype)
     return Case(name, qmm_triton._qmm_kernel, types, consts, cfg.warps, cfg.stages)
+
+
+def _dequant_case(name: str, fmt: str) -> Case:
+    cfg = dequant_triton.dequant_config(fmt, N, K, GPU.sm_count)
+    ng, _, _ = qmm_triton.split_groups(fmt, cfg.ng, cfg.split, K // 32)
+    types = {"out_ptr": "*fp16", **_plane_types(fmt)}
+    consts = dequant_triton.kernel_constexprs(fmt, cfg, ng, torch.float16)
+    return Case(name, dequant_triton._dequant_kernel, types, consts, cfg.warps, cfg.stages)
 
 
 def _qkv_rope_case(fa: str, fb: str) -> Case:

@@ -100,15 +100,25 @@ def dequant_launch(
         out = torch.empty((w.n, w.k), device=device, dtype=dtype)
     groups = w.k // 32
     ng, per_split, split = split_groups(w.fmt, cfg.ng, cfg.split, groups)
-    hooks = triton_hooks(w.fmt)
-    emu = os.environ.get("TRITON_INTERPRET") == "1" or dtype != torch.float16
     grid = (triton.cdiv(w.n, cfg.bn), split)
     _dequant_kernel[grid](
         out, *plane_args(planes), w.n, groups, per_split,
-        PTRS=hooks.mm_ptrs, LOAD=hooks.mm_load, ADVANCE=hooks.mm_advance, DEQ=hooks.mm_deq,
-        BN=cfg.bn, NG=ng, EMU=emu, STAGES=cfg.stages, num_warps=cfg.warps,
+        **kernel_constexprs(w.fmt, cfg, ng, dtype), num_warps=cfg.warps,
     )  # fmt: skip
     return out
+
+
+def kernel_constexprs(
+    fmt: str, cfg: DequantConfig, ng: int, dtype: torch.dtype
+) -> dict[str, object]:
+    """The constexpr arguments of `_dequant_kernel` for one launch writing `dtype` (the
+    packed-fp16 decode only writes fp16; the interpreter runs no inline asm)."""
+    hooks = triton_hooks(fmt)
+    emu = os.environ.get("TRITON_INTERPRET") == "1" or dtype != torch.float16
+    return dict(
+        PTRS=hooks.mm_ptrs, LOAD=hooks.mm_load, ADVANCE=hooks.mm_advance, DEQ=hooks.mm_deq,
+        BN=cfg.bn, NG=ng, EMU=emu, STAGES=cfg.stages,
+    )  # fmt: skip
 
 
 def dequantize(w: QuantWeight, dtype: torch.dtype = torch.float16) -> torch.Tensor:
