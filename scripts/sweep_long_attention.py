@@ -45,12 +45,14 @@ def main() -> None:
         args = list(paged_inputs(1, window, 1, hq, hkv, 128, kv))
         args[7] = torch.full((1,), seq, device="cuda", dtype=torch.int32)  # live context
         nbytes = kv_bytes(tuple(args)) * seq // window
+        quant = kv != torch.float16
         base = pt.plan_launch(1, hkv, hq // hkv, 128, 1, window, pt.target_programs(
-            pt.device_props(torch.device("cuda"))))  # fmt: skip
-        combos = [(None, 2, None, None)]
+            pt.device_props(torch.device("cuda"))), stages=1 if quant else 2,
+            quantized=quant)  # fmt: skip
+        combos = [(None, None, None, None)]  # the engine's launch (its pipeline depth too)
         if not a.quick:
             combos += list(itertools.product((None, base.parts * 2, base.parts * 4),
-                                             (1, 2, 3), (None, 32), (None, 8)))  # fmt: skip
+                                             (1, 2, 3), (None, 32, 64), (None, 8)))  # fmt: skip
         res = []
         for parts, stages, bn, warps in combos:
             orig, plan = _patched(bn, warps)

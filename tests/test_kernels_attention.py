@@ -230,6 +230,10 @@ def test_decode_plan_splits_long_contexts_of_few_heads() -> None:
     assert plan_launch(1, 8, 4, 128, 1, 16640, 264).parts == 33
     assert plan_launch(1, 32, 1, 128, 1, 300, 264).parts == 3  # short: MIN_PART tokens each
     assert plan_launch(64, 8, 4, 128, 1, 16640, 264).parts == 1
+    # int8 / fp8 KV with one query row per KV head (MHA decode) reads 32-token tiles
+    assert plan_launch(1, 32, 1, 128, 1, 16640, 264, quantized=True).block_n == 32
+    assert plan_launch(1, 8, 4, 128, 1, 16640, 264, quantized=True).block_n == 64
+    assert plan_launch(1, 32, 1, 128, 2, 16640, 264, quantized=True).block_n == 64  # verify
 
 
 @needs_triton

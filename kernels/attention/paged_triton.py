@@ -66,11 +66,17 @@ def plan_launch(
     smem: int = 1 << 30,
     elt: int = 2,
     stages: int = 2,
+    quantized: bool = False,
 ) -> Plan:
     """Tile sizes and KV split for one call; `parts` forces the split (tests). `smem`: the
     GPU's shared memory per block; tiles shrink until `attn_smem` fits it (`elt`: bytes per
-    activation element, `stages`: the pipeline depth of the launch)."""
+    activation element, `stages`: the pipeline depth of the launch; `quantized`: an int8 /
+    fp8 KV cache)."""
     block_n = 64 if d_pad <= 128 else 32
+    if quantized and max_q_len <= 1 and group == 1:
+        # one query row per KV head (MHA) over int8 / fp8 KV: 32-token tiles (H200,
+        # scripts/sweep_long_attention.py: llama2-7b at 16K, 101 us vs 125 with 64)
+        block_n = 32
     max_q_len = max(max_q_len, 1)
     if max_q_len <= DECODE_MAX_Q:
         block_m = min(max(16, triton.next_power_of_2(max_q_len * group)), 128)
@@ -160,9 +166,9 @@ def run_paged_attention(
     d_pad = max(16, triton.next_power_of_2(d))
     gpu = props or device_props(q.device)
     target = target_programs(gpu) if props or q.device.type == "cuda" else 1
-    plan = plan_launch(batch, n_kv, group, d_pad, max_q_len, max_seq_len, target, parts,
-                       gpu.smem_per_block, q.element_size(), num_stages)  # fmt: skip
     kv_quant = is_quantized(k_cache.dtype)
+    plan = plan_launch(batch, n_kv, group, d_pad, max_q_len, max_seq_len, target, parts,
+                       gpu.smem_per_block, q.element_size(), num_stages, kv_quant)  # fmt: skip
     ks = k_scale if kv_quant and k_scale is not None else k_cache  # dummies for float caches
     vs = v_scale if kv_quant and v_scale is not None else v_cache
     split = plan.parts > 1

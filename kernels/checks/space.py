@@ -182,9 +182,20 @@ def _attention_cases(props: DeviceProps, m: ModelShape) -> Iterator[Case]:
                         if seq < q_len:
                             continue
                         d_pad = max(16, 1 << (m.head_dim - 1).bit_length())
-                        plan = plan_launch(batch, m.n_kv, m.n_q // m.n_kv, d_pad, q_len, seq,
-                                           target_programs(props), None, props.smem_per_block,
-                                           dtype.itemsize)  # fmt: skip
+                        plan = plan_launch(
+                            batch,
+                            m.n_kv,
+                            m.n_q // m.n_kv,
+                            d_pad,
+                            q_len,
+                            seq,
+                            target_programs(props),
+                            None,
+                            props.smem_per_block,
+                            dtype.itemsize,
+                            1 if kv.quantized else 2,
+                            kv.quantized,
+                        )  # fmt: skip  (as run_paged_attention)
                         key = (kv, dtype, bs, plan, _spec(batch * q_len), _spec(-(-seq // bs)))
                         yield key, functools.partial(_attention, props, m, kv, dtype, bs, batch,
                                                      q_len, seq)  # fmt: skip
