@@ -1,13 +1,15 @@
-"""Dequantize a packed weight into a dense [N, K] fp16 / bf16 matrix: the prefill path (more
-than `plan.MM_MAX_T` rows), where cuBLAS then multiplies on the tensor cores.
+"""Dequantize a packed weight into a dense [N, K] fp16 / bf16 matrix (fp32 for the reference
+path): the prefill path (more than `plan.MM_MAX_T` rows), where cuBLAS then multiplies on the
+tensor cores.
 
 Prefill of an 8B model re-dequantizes every weight per step, writing ~14 GB of fp16 for a
 512-token chunk: the kernel has to run at copy bandwidth. Each program owns BN weight rows and
 K/split of their columns, and walks them in steps of NG 32-element groups with the format's
 fused-GEMM functions (`mm_ptrs`, `mm_load`, `mm_advance`, `mm_deq`; `kernels/quant/base.py`):
-the packed words and scales of a step arrive in 16-byte loads, a thread decodes whole groups of
-a row in packed fp16 (~2 instructions per weight) into K order, so it writes each group's 64
-bytes as contiguous 16-byte stores. Many programs per SM keep the loads in flight (a software
+a thread decodes whole 32-element groups of a row in packed fp16 (~2 instructions per weight)
+into K order, so each group's 64 bytes leave it as one contiguous run (vector stores where the
+shapes' alignment lets Triton prove it; the old per-field decode wrote 8-byte pieces 64 bytes
+apart). Many programs per SM keep the loads in flight (a software
 pipeline, `stages`, measured no faster). Configs: `dequant_config` (shapes, the GPU's SMs).
 """
 
