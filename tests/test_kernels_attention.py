@@ -194,6 +194,20 @@ def test_triton_speculative_and_split(parts: int, hq: int, hkv: int) -> None:
 
 
 @needs_triton
+@pytest.mark.parametrize("parts", [1, 3])
+@pytest.mark.parametrize("kv_dtype", [torch.int8, torch.float8_e4m3fn])
+def test_triton_mha_decode_quantized_kv(parts: int, kv_dtype: torch.dtype) -> None:
+    """MHA decode over int8 / fp8 KV: the planner's 32-token tiles (page boundaries, a tile
+    boundary inside a page of 64, split KV)."""
+    from localllm.kernels.attention.paged_triton import plan_launch
+
+    seqs = [(1, 1), (1, 33), (1, 70), (1, 0)]
+    batch = make_batch(seqs, 4, 4, 32, 64, kv_dtype, torch.float16, seed=13)
+    assert plan_launch(4, 4, 1, 32, 1, 70, 1, quantized=True).block_n == 32
+    _compare_triton(batch, 0.25, ACT_TOL[torch.float16], parts=parts)
+
+
+@needs_triton
 @pytest.mark.parametrize("parts", [None, 3])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 def test_triton_prefill_chunks_after_cache(dtype: torch.dtype, parts: int | None) -> None:
