@@ -22,7 +22,7 @@ def eng() -> LLMEngine:
 
 def _logits_by_layout(eng: LLMEngine, key: GraphKey, batch, decodes, chunk):
     r = eng.runner
-    buf = StepBuffers.allocate(64, 8, r.max_blocks_per_seq, r.device)
+    buf = StepBuffers.allocate(max(64, key.tokens), 8, r.max_blocks_per_seq, r.device)
     n, rows = buf.stage(key, decodes, chunk, r.block_size)
     buf.dev[:n].copy_(buf.host[:n])
     fb = buf.forward_batch(key, r.max_model_len)
@@ -78,3 +78,43 @@ def test_prefill_graph_sizes_follow_the_step_budget() -> None:
     assert prefill_graph_sizes(600) == [128, 256, 512, 600]
     assert prefill_graph_sizes(16) == [16]
     assert prefill_graph_sizes(10_000) == list(PREFILL_GRAPH_SIZES)  # no duplicate of the last
+
+
+def test_lone_chunk_left_padded_in_a_prefill_graph() -> None:
+    """A prefill chunk that starts past the prompt's first tokens, laid out in the last 32 of
+    a 128-row prefill graph's rows (96 padding rows before it), gives the logits of the ragged
+    batch. (The chunk starts at token 96, so the padded rows do not outnumber the sequence's
+    tokens: the CPU reference refuses that, the Triton kernel masks it.)"""
+    path = conftest.testdata_path("models", "stories260K.gguf")
+    eng = LLMEngine(EngineConfig(model=str(path), device="cpu", block_size=8,
+                                 max_num_batched_tokens=32, enable_prefix_caching=False))  # fmt: skip
+    eng.add_request([1] + list(range(200, 339)), SamplingParams(max_tokens=1, temperature=0.0))
+    for _ in range(3):
+        eng.step()  # tokens 0..95
+    batch = eng.scheduler.schedule()  # tokens 96..127: a chunk that needs no logits yet
+    [chunk] = batch.items
+    assert (chunk.start, chunk.num_tokens) == (96, 32)
+    chunk.needs_logits = True  # compare its last row as a final chunk would give it
+    eager = eng.runner.execute(batch)
+    logits, [(g0, gn)] = _logits_by_layout(eng, GraphKey(0, 128), batch, [], chunk)
+    (e0, en) = eager.rows[0]
+    assert (gn, en) == (1, 1)
+    torch.testing.assert_close(logits[g0], eager.logits[e0])
+
+
+def test_prefill_chunks_take_the_smallest_captured_graph() -> None:
+    """`GraphRunner._key` for a lone chunk: the smallest captured prefill size that holds it;
+    a size whose capture ran out of memory is skipped; a chunk past the largest runs eagerly."""
+    from types import SimpleNamespace
+
+    from localllm.engine.cuda_graphs import GraphRunner
+
+    gr = object.__new__(GraphRunner)  # the selection only: no capture (needs CUDA)
+    gr.prefill_sizes = [128, 256, 512, 1024, 2048]
+    gr.graphs = {GraphKey(0, c): None for c in (128, 256, 1024, 2048)}  # 512: no memory
+    chunk = lambda n: SimpleNamespace(num_tokens=n)  # noqa: E731
+    assert gr._key(0, chunk(100), 1) == GraphKey(0, 128)
+    assert gr._key(0, chunk(129), 1) == GraphKey(0, 256)
+    assert gr._key(0, chunk(300), 1) == GraphKey(0, 1024)
+    assert gr._key(0, chunk(2048), 1) == GraphKey(0, 2048)
+    assert gr._key(0, chunk(2049), 1) is None
