@@ -76,7 +76,7 @@ def plan_launch(
     if quantized and max_q_len <= 1 and group == 1:
         # one query row per KV head (MHA) over int8 / fp8 KV: 32-token tiles (H200,
         # scripts/sweep_long_attention.py, llama2-7b int8 at 16K: 100.8 us per layer, the best
-        # of 144 variants incl. 64-token tiles at 1-3 stages)
+        # of 54 variants incl. 64-token tiles at 1-3 stages)
         block_n = 32
     max_q_len = max(max_q_len, 1)
     if max_q_len <= DECODE_MAX_Q:
