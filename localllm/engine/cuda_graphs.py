@@ -47,8 +47,9 @@ PREFILL_GRAPH_SIZES = (128, 256, 512, 1024, 2048)
 
 
 def prefill_graph_sizes(budget: int) -> list[int]:
-    """The prefill graphs an engine with a step budget of `budget` tokens captures: the sizes
-    below it and the budget itself (a bigger chunk never comes), at most the largest size."""
+    """The prefill graphs an engine whose longest chunk is `budget` tokens (its step budget or
+    its context, the smaller) captures: the sizes below it and the budget itself (a bigger
+    chunk never comes), at most the largest size."""
     return sorted(
         {c for c in PREFILL_GRAPH_SIZES if c < budget} | {min(budget, PREFILL_GRAPH_SIZES[-1])}
     )
@@ -85,7 +86,9 @@ class GraphRunner:
         )
         vmax = min(max_batch, spec_max_batch)
         self.verify_buckets = [b for b in self.buckets if b < vmax] + [vmax] if vmax else []
-        self.prefill_sizes = prefill_graph_sizes(runner.cfg.max_num_batched_tokens)
+        # no chunk is longer than the step budget or the context
+        longest = min(runner.cfg.max_num_batched_tokens, runner.max_model_len)
+        self.prefill_sizes = prefill_graph_sizes(longest)
         M = max_batch + 1  # sequences
         T = max(max_batch + mixed_chunk, self.prefill_sizes[-1], vmax * top)  # tokens
         self.buf = StepBuffers.allocate(T, M, runner.max_blocks_per_seq, runner.device)
