@@ -16,6 +16,7 @@ import triton.testing
 from bench_attention import kv_bytes, paged_inputs  # scripts/ is on the path
 
 from localllm.kernels.attention import paged_triton as pt
+from localllm.kernels.attention.kv_dtypes import is_quantized
 
 MODELS = {"llama2-7b": (32, 32), "llama3-8b": (32, 8)}
 KV = {"fp16": torch.float16, "int8": torch.int8}
@@ -45,9 +46,9 @@ def main() -> None:
         args = list(paged_inputs(1, window, 1, hq, hkv, 128, kv))
         args[7] = torch.full((1,), seq, device="cuda", dtype=torch.int32)  # live context
         nbytes = kv_bytes(tuple(args)) * seq // window
-        quant = kv != torch.float16
+        quant = is_quantized(kv)
         base = pt.plan_launch(1, hkv, hq // hkv, 128, 1, window, pt.target_programs(
-            pt.device_props(torch.device("cuda"))), stages=1 if quant else 2,
+            pt.device_props(torch.device("cuda"))), stages=pt.kv_stages(quant),
             quantized=quant)  # fmt: skip
         combos = [(None, None, None, None)]  # the engine's launch (its pipeline depth too)
         if not a.quick:

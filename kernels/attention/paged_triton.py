@@ -47,6 +47,12 @@ def target_programs(props: DeviceProps) -> int:
     return 2 * props.sm_count
 
 
+def kv_stages(quantized: bool) -> int:
+    """The pipeline depth of a launch over a KV cache: int8 / fp8 tiles convert in registers,
+    1 stage measured faster; float KV 2."""
+    return 1 if quantized else 2
+
+
 def attn_smem(block_m: int, block_n: int, d_pad: int, elt: int, stages: int) -> int:
     """Shared memory of one attention program, bytes: an upper bound of what Triton 3.9
     allocates on sm_86 and sm_90 (`stages` K and V tiles, the Q and P tiles; `elt` 4 for fp32
@@ -156,8 +162,9 @@ def run_paged_attention(
     plan is for (default: q's device; the interpreter plans one partition)."""
     check_attention_args(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens)
     _check_layout(q, k_cache, v_cache, k_scale, v_scale, block_tables)
-    if num_stages is None:  # int8 / fp8 tiles convert in registers: 1 stage measured faster
-        num_stages = 1 if is_quantized(k_cache.dtype) else 2
+    kv_quant = is_quantized(k_cache.dtype)
+    if num_stages is None:
+        num_stages = kv_stages(kv_quant)
     t, hq, d = q.shape
     n_kv, bs = k_cache.shape[1], k_cache.shape[2]
     batch, group = seq_lens.shape[0], hq // n_kv
@@ -167,7 +174,6 @@ def run_paged_attention(
     d_pad = max(16, triton.next_power_of_2(d))
     gpu = props or device_props(q.device)
     target = target_programs(gpu) if props or q.device.type == "cuda" else 1
-    kv_quant = is_quantized(k_cache.dtype)
     plan = plan_launch(batch, n_kv, group, d_pad, max_q_len, max_seq_len, target, parts,
                        gpu.smem_per_block, q.element_size(), num_stages, kv_quant)  # fmt: skip
     ks = k_scale if kv_quant and k_scale is not None else k_cache  # dummies for float caches

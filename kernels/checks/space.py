@@ -20,6 +20,7 @@ import torch
 from localllm.config import BLOCK_SIZES
 from localllm.kernels.attention.kv_dtypes import KV_DTYPES, KVDtype
 from localllm.kernels.attention.paged_triton import (
+    kv_stages,
     plan_launch,
     run_paged_attention,
     target_programs,
@@ -182,20 +183,10 @@ def _attention_cases(props: DeviceProps, m: ModelShape) -> Iterator[Case]:
                         if seq < q_len:
                             continue
                         d_pad = max(16, 1 << (m.head_dim - 1).bit_length())
-                        plan = plan_launch(
-                            batch,
-                            m.n_kv,
-                            m.n_q // m.n_kv,
-                            d_pad,
-                            q_len,
-                            seq,
-                            target_programs(props),
-                            None,
-                            props.smem_per_block,
-                            dtype.itemsize,
-                            1 if kv.quantized else 2,
-                            kv.quantized,
-                        )  # fmt: skip  (as run_paged_attention)
+                        q = kv.quantized  # planned as run_paged_attention plans it
+                        plan = plan_launch(batch, m.n_kv, m.n_q // m.n_kv, d_pad, q_len, seq,
+                                           target_programs(props), None, props.smem_per_block,
+                                           dtype.itemsize, kv_stages(q), q)  # fmt: skip
                         key = (kv, dtype, bs, plan, _spec(batch * q_len), _spec(-(-seq // bs)))
                         yield key, functools.partial(_attention, props, m, kv, dtype, bs, batch,
                                                      q_len, seq)  # fmt: skip
