@@ -21,6 +21,7 @@ import triton
 import triton.language as tl
 
 from localllm.kernels.fused.quant_act_triton import _quant_store
+from localllm.kernels.pdl import pdl_enter
 
 
 @triton.jit
@@ -127,7 +128,9 @@ def _attn_kernel(
     IEEE: tl.constexpr,
     MERGE: tl.constexpr = False,
     OUT_QUANT: tl.constexpr = 0,
+    PDL: tl.constexpr = False,
 ):
+    pdl_enter(PDL)
     TOK: tl.constexpr = BLOCK_M // G
     b = tl.program_id(1) // n_kv_heads
     h = tl.program_id(1) % n_kv_heads
@@ -322,7 +325,9 @@ def _merge_kernel(
     D_PAD: tl.constexpr,
     P_PAD: tl.constexpr,
     QUANT: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):
+    pdl_enter(PDL)
     t = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1)
     p = tl.arange(0, P_PAD)

@@ -11,6 +11,7 @@ import re
 import subprocess
 import tempfile
 from dataclasses import dataclass
+from typing import Any
 
 import triton
 from triton.backends.compiler import GPUTarget
@@ -31,6 +32,14 @@ class Resources:
 
 def compile_launch(launch: Launch, arch: int) -> Resources:
     """Build `launch` for sm_`arch` as Triton would at the first call, and measure it."""
+    kernel, threads = build(launch, arch)
+    regs, static_smem, local = _cubin_usage(kernel.asm["cubin"])
+    return Resources(kernel.metadata.shared + static_smem, regs, local, threads)
+
+
+def build(launch: Launch, arch: int) -> tuple[Any, int]:
+    """(the compiled kernel: PTX, cubin and metadata; threads per program) of `launch` built
+    for sm_`arch` as Triton would at the first call."""
     target = GPUTarget("cuda", arch, 32)
     backend = make_backend(target)
     binder = jit.create_function_from_signature(launch.fn.signature, launch.fn.params, backend)
@@ -40,9 +49,7 @@ def compile_launch(launch: Launch, arch: int) -> Resources:
     )
     src = ASTSource(launch.fn, signature, constexprs, attrs)
     kernel = triton.compile(src, target=target, options=options.__dict__)
-    regs, static_smem, local = _cubin_usage(kernel.asm["cubin"])
-    threads = 32 * options.num_warps * getattr(options, "num_ctas", 1)
-    return Resources(kernel.metadata.shared + static_smem, regs, local, threads)
+    return kernel, 32 * options.num_warps * getattr(options, "num_ctas", 1)
 
 
 _USAGE = re.compile(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)")

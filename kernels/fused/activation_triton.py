@@ -8,6 +8,7 @@ import triton.language as tl
 
 from localllm.kernels.fused.quant_act import QUANT_CODES, QAct
 from localllm.kernels.fused.quant_act_triton import _quant_store, act_buffers
+from localllm.kernels.pdl import launch_args, pdl_enabled, pdl_enter
 from localllm.kernels.plan import emits_int8
 
 
@@ -24,7 +25,9 @@ def _silu_mul_kernel(
     F,
     BLOCK: tl.constexpr,
     QUANT: tl.constexpr,
+    PDL: tl.constexpr,
 ):
+    pdl_enter(PDL)
     row = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     mask = cols < F
@@ -54,6 +57,7 @@ def silu_mul(gate: torch.Tensor, up: torch.Tensor, quant: str | None = None) -> 
     # H200, one row in a CUDA graph (scripts/sweep_small_kernels.py): 512 columns x 4 warps per
     # program 1.57 us for F = 14336, 2048 columns 2.80 us (fewer, longer programs)
     block = max(32, min(triton.next_power_of_2(f), 512))
+    pdl = pdl_enabled(gate.device)
     _silu_mul_kernel[(t, triton.cdiv(f, block))](
         gate,
         up,
@@ -66,6 +70,8 @@ def silu_mul(gate: torch.Tensor, up: torch.Tensor, quant: str | None = None) -> 
         f,
         BLOCK=block,
         QUANT=code,
+        PDL=pdl,
         num_warps=4 if block >= 512 else 2,
+        **launch_args(pdl),
     )
     return QAct(out, {quant: (xq, xs)}) if code and quant is not None else out

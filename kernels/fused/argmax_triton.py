@@ -11,11 +11,14 @@ import torch
 import triton
 import triton.language as tl
 
+from localllm.kernels.pdl import launch_args, pdl_enabled, pdl_enter
+
 BLOCK = 4096
 
 
 @triton.jit
-def _block_argmax_kernel(X, PM, PI, V, stride_x, P, BLOCK: tl.constexpr):
+def _block_argmax_kernel(X, PM, PI, V, stride_x, P, BLOCK: tl.constexpr, PDL: tl.constexpr):
+    pdl_enter(PDL)
     row = tl.program_id(0).to(tl.int64)
     p = tl.program_id(1)
     cols = p * BLOCK + tl.arange(0, BLOCK)
@@ -27,7 +30,8 @@ def _block_argmax_kernel(X, PM, PI, V, stride_x, P, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _reduce_argmax_kernel(PM, PI, OUT, P, P_PAD: tl.constexpr):
+def _reduce_argmax_kernel(PM, PI, OUT, P, P_PAD: tl.constexpr, PDL: tl.constexpr):
+    pdl_enter(PDL)
     row = tl.program_id(0).to(tl.int64)
     p = tl.arange(0, P_PAD)
     m = tl.load(PM + row * P + p, mask=p < P, other=float("-inf"))
@@ -49,7 +53,9 @@ def argmax_triton(logits: torch.Tensor) -> torch.Tensor:
     p = triton.cdiv(v, block)
     pm = torch.empty((s, p), dtype=torch.float32, device=logits.device)
     pi = torch.empty((s, p), dtype=torch.int32, device=logits.device)
-    _block_argmax_kernel[(s, p)](logits, pm, pi, v, logits.stride(0), p, BLOCK=block, num_warps=8)
-    _reduce_argmax_kernel[(s,)](pm, pi, out, p, P_PAD=max(2, triton.next_power_of_2(p)),
-                                num_warps=1)  # fmt: skip
+    pdl = pdl_enabled(logits.device)
+    _block_argmax_kernel[(s, p)](logits, pm, pi, v, logits.stride(0), p, BLOCK=block, PDL=pdl,
+                                 num_warps=8, **launch_args(pdl))  # fmt: skip
+    _reduce_argmax_kernel[(s,)](pm, pi, out, p, P_PAD=max(2, triton.next_power_of_2(p)), PDL=pdl,
+                                num_warps=1, **launch_args(pdl))  # fmt: skip
     return out

@@ -10,6 +10,7 @@ import triton.language as tl
 
 from localllm.kernels.fused.quant_act import QUANT_CODES, QAct
 from localllm.kernels.fused.quant_act_triton import _quant_store, act_buffers
+from localllm.kernels.pdl import launch_args, pdl_enabled, pdl_enter
 from localllm.kernels.plan import emits_int8, norm_block_cols
 
 
@@ -32,8 +33,10 @@ def _rms_norm_kernel(
     BLOCK_C: tl.constexpr,
     HAS_RESIDUAL: tl.constexpr,
     QUANT: tl.constexpr,
+    PDL: tl.constexpr,
 ):
     """Program (row, j) normalizes columns [j BLOCK_C, (j + 1) BLOCK_C) of the row."""
+    pdl_enter(PDL)
     row = tl.program_id(0).to(tl.int64)
     c0 = tl.program_id(1) * BLOCK_C
     x = _row_in(X, R, R_OUT, row, stride_x, stride_r, tl.arange(0, BLOCK_D), D, HAS_RESIDUAL)
@@ -94,6 +97,7 @@ def _launch(
     # H200, one row of 4096 in a CUDA graph (scripts/sweep_small_kernels.py): 512 columns x 8
     # warps 2.12 us, x 16 warps 2.32 us
     warps = min(max(block_c // 64, 1), 8) if block_c < block else min(max(block // 256, 1), 16)
+    pdl = pdl_enabled(x.device)
     _rms_norm_kernel[(x2.shape[0], triton.cdiv(d, block_c))](
         x2,
         r2,
@@ -112,7 +116,9 @@ def _launch(
         BLOCK_C=block_c,
         HAS_RESIDUAL=residual is not None,
         QUANT=code,
+        PDL=pdl,
         num_warps=warps,
+        **launch_args(pdl),
     )
     y = out.view(x.shape)
     res = QAct(y, {quant: (xq, xs)}) if code and quant is not None else y

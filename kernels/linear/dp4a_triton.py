@@ -27,17 +27,29 @@ import triton
 import triton.language as tl
 
 from localllm.kernels.linear.gemv_core_triton import _write_out, plane_args
+from localllm.kernels.pdl import (
+    PDL_OFF,
+    PDL_PREFETCH,
+    launch_args,
+    pdl_mode,
+    pdl_trigger,
+    pdl_wait,
+    prefetch_row_bytes,
+    prefetch_weight_tile,
+)
 from localllm.kernels.quant import kernel_facts, triton_hooks
 
 
 @triton.jit
 def _dp4a_dot(xw, xs, p0, p1, p2, p3, p4, rows, G, g_lo, g_hi, LOAD: tl.constexpr,
-              GROUP: tl.constexpr, BN: tl.constexpr, NG: tl.constexpr, EMU: tl.constexpr):  # fmt: skip
+              GROUP: tl.constexpr, BN: tl.constexpr, NG: tl.constexpr, EMU: tl.constexpr,
+              PDL: tl.constexpr):  # fmt: skip
     """fp32 [BN]: weight rows `rows` [BN] (int64) dotted with the int8 activations (xw: the
     row's int32 words, xs: its group stats) over groups [g_lo, g_hi); LOAD and GROUP: the
-    format's `dp4a_load` and `dp4a_group`."""
+    format's `dp4a_load` and `dp4a_group`; PDL: wait for the previous kernel after the first
+    weight loads (`kernels/pdl.py`)."""
     res = _dp4a_dot_rows(xw, xs, xw, xs, 0, 0, 0, 1, p0, p1, p2, p3, p4, rows, G, g_lo, g_hi,
-                         LOAD, GROUP, BN, NG, 1, EMU)  # fmt: skip
+                         LOAD, GROUP, BN, NG, 1, EMU, PDL)  # fmt: skip
     return res[0]
 
 
@@ -52,13 +64,14 @@ def _row_ptrs(xw, xs, sxw, sxs, r, T):
 @triton.jit
 def _dp4a_dot_rows(xw0, xs0, xw, xs, sxw, sxs, r0, T, p0, p1, p2, p3, p4, rows, G, g_lo, g_hi,
                    LOAD: tl.constexpr, GROUP: tl.constexpr, BN: tl.constexpr, NG: tl.constexpr,
-                   RB: tl.constexpr, EMU: tl.constexpr):  # fmt: skip
+                   RB: tl.constexpr, EMU: tl.constexpr, PDL: tl.constexpr):  # fmt: skip
     """fp32 [BN] x 8 (the first RB meaningful): weight rows `rows` [BN] (int64) dotted with
     activation rows r0 .. r0 + RB - 1 (xw0 / xs0: row r0's int32 words and group stats; the
     others from the bases xw / xs and row strides sxw / sxs) over groups [g_lo, g_hi), with
     one read of the weight tile: each step's loaded words meet every row's activations (the
     format's byte split is common to the rows and computed once). LOAD and GROUP: the format's
-    `dp4a_load` and `dp4a_group`."""
+    `dp4a_load` and `dp4a_group`. PDL: the first step's weight loads are issued before
+    waiting for the previous kernel (weights are constant; the activations come after)."""
     if RB > 1:
         xw1, xs1 = _row_ptrs(xw, xs, sxw, sxs, r0 + 1, T)
     if RB > 2:
@@ -85,6 +98,7 @@ def _dp4a_dot_rows(xw0, xs0, xw, xs, sxw, sxs, r0, T, p0, p1, p2, p3, p4, rows, 
     # the loads of step i + 1 are in flight while step i computes
     g = g_lo + tl.arange(0, NG)  # [NG]
     w, e, s0, m0, s1, m1 = LOAD(p0, p1, p2, p3, p4, rows, g, g < g_hi, G)
+    pdl_wait(PDL)
     for _ in range(n_steps):
         gn = g + NG
         nw, ne, ns0, nm0, ns1, nm1 = LOAD(p0, p1, p2, p3, p4, rows, gn, gn < g_hi, G)
@@ -113,14 +127,17 @@ def _dp4a_dot_rows(xw0, xs0, xw, xs, sxw, sxs, r0, T, p0, p1, p2, p3, p4, rows, 
 @triton.jit
 def _dp4a_kernel(
     xq_ptr, xs_ptr, out_ptr, bias_ptr, p0, p1, p2, p3, p4,
-    T, N, G, per_split, stride_xw, stride_xs, stride_om,
+    T, N, G, per_split, stride_xw, stride_xs, stride_om, rb0, rb1, rb2, rb3, rb4,
     LOAD: tl.constexpr, GROUP: tl.constexpr, BN: tl.constexpr, NG: tl.constexpr, RB: tl.constexpr,
-    ATOMIC: tl.constexpr, HAS_BIAS: tl.constexpr, EMU: tl.constexpr,
+    ATOMIC: tl.constexpr, HAS_BIAS: tl.constexpr, EMU: tl.constexpr, PDL: tl.constexpr = False,
+    NP: tl.constexpr = 0,
 ):  # fmt: skip
     """out [T, N] (+)= dequant(xq, xs) [T, K] @ W^T: program (m, n, k) owns activation rows
     [m RB, m RB + RB), weight rows [n BN, n BN + BN) and groups [k per_split, (k + 1)
     per_split) (groups of the weight layout: 32 elements, 16 for Q8_0). The row blocks of one
-    weight tile are neighbours in launch order (they share it through L2)."""
+    weight tile are neighbours in launch order (they share it through L2). NP > 0: first ask
+    L2 for the program's part of the NP weight planes (rb*: bytes per row of each)."""
+    pdl_trigger(PDL)
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     pid_k = tl.program_id(2)
@@ -130,21 +147,41 @@ def _dp4a_kernel(
     xw = xq_ptr.to(tl.pointer_type(tl.int32))
     g_lo = pid_k * per_split
     g_hi = tl.minimum(g_lo + per_split, G)
+    if NP > 0:
+        n0 = pid_n * BN
+        prefetch_weight_tile(p0, p1, p2, p3, p4, rb0, rb1, rb2, rb3, rb4, n0,
+                             tl.minimum(BN, N - n0), g_lo, g_hi, G, NP, BN, per_split >= G)  # fmt: skip
     r0 = pid_m * RB
     if RB == 1:
         res = _dp4a_dot(xw + r0.to(tl.int64) * stride_xw, xs_ptr + r0.to(tl.int64) * stride_xs,
-                        p0, p1, p2, p3, p4, rows, G, g_lo, g_hi, LOAD, GROUP, BN, NG, EMU)  # fmt: skip
+                        p0, p1, p2, p3, p4, rows, G, g_lo, g_hi, LOAD, GROUP, BN, NG, EMU, PDL)  # fmt: skip
         optrs = out_ptr + r0.to(tl.int64) * stride_om + offs_n
         _write_out(res, optrs, mask_n, bias_ptr, offs_n, mask_n, pid_k, HAS_BIAS, ATOMIC)
     else:
         xw0 = xw + r0.to(tl.int64) * stride_xw
         xs0 = xs_ptr + r0.to(tl.int64) * stride_xs
         res = _dp4a_dot_rows(xw0, xs0, xw, xs_ptr, stride_xw, stride_xs, r0, T, p0, p1, p2, p3,
-                             p4, rows, G, g_lo, g_hi, LOAD, GROUP, BN, NG, RB, EMU)  # fmt: skip
+                             p4, rows, G, g_lo, g_hi, LOAD, GROUP, BN, NG, RB, EMU, PDL)  # fmt: skip
         for r in tl.static_range(RB):
             optrs = out_ptr + (r0 + r).to(tl.int64) * stride_om + offs_n
             ok = mask_n & (offs_n * 0 + r0 + r < T)  # [BN]: scalar masks trip the interpreter
             _write_out(res[r], optrs, ok, bias_ptr, offs_n, mask_n, pid_k, HAS_BIAS, ATOMIC)
+
+
+@triton.jit
+def _prefetch_pair(p0, p1, p2, p3, p4, r0, r1, r2, r3, r4, row, G, NP: tl.constexpr,
+                   INTERLEAVED: tl.constexpr, HALF: tl.constexpr):  # fmt: skip
+    """L2 prefetch of a RoPE pair's two weight rows: row, row + 1 (interleaved) or row,
+    row + HALF (neox)."""
+    if NP > 0:
+        if INTERLEAVED:
+            prefetch_weight_tile(p0, p1, p2, p3, p4, r0, r1, r2, r3, r4, row, 2, 0, G, G, NP, 2,
+                                 True)  # fmt: skip
+        else:
+            prefetch_weight_tile(p0, p1, p2, p3, p4, r0, r1, r2, r3, r4, row, 1, 0, G, G, NP, 1,
+                                 True)  # fmt: skip
+            prefetch_weight_tile(p0, p1, p2, p3, p4, r0, r1, r2, r3, r4, row + HALF, 1, 0, G, G,
+                                 NP, 1, True)  # fmt: skip
 
 
 @triton.jit
@@ -153,18 +190,23 @@ def _dp4a_rope_kernel(
     POS, CS, SLOT, KC, VC,
     GA, GB, pairs_a, head0, stride_xw, stride_xs, stride_om, stride_cs,
     stride_cb, stride_ch, stride_ct, n_q_heads, n_kv_heads,
+    ra0, ra1, ra2, ra3, ra4, rb0, rb1, rb2, rb3, rb4,
     LOAD_A: tl.constexpr, GROUP_A: tl.constexpr, LOAD_B: tl.constexpr, GROUP_B: tl.constexpr,
     NG: tl.constexpr, HEAD_DIM: tl.constexpr,
     BLOCK_SIZE: tl.constexpr, INTERLEAVED: tl.constexpr, HAS_BIAS: tl.constexpr,
-    EMU: tl.constexpr,
+    EMU: tl.constexpr, PDL: tl.constexpr = False, NP_A: tl.constexpr = 0,
+    NP_B: tl.constexpr = 0,
 ):  # fmt: skip
     """The QKV projection of decode tokens with RoPE and the KV store in its epilogue (float
     caches), over one or two weights (A, then B: q+k beside a differently quantized v) that
     hold heads head0, head0 + 1, .. of the q | k | v output. Program (j, t) computes the two
     rows of a RoPE pair (of its head: (2i, 2i + 1) interleaved, (i, i + D/2) neox) for token
     t (pairs of A first), rounds them to the output dtype, rotates q and k heads as
-    rope_store_kv does, writes the pair to out [T, N] and k / v pairs to the cache slot."""
+    rope_store_kv does, writes the pair to out [T, N] and k / v pairs to the cache slot.
+    NP_A / NP_B > 0: first ask L2 for the pair's rows of that weight's planes (ra*, rb*: bytes
+    per row)."""
     HALF: tl.constexpr = HEAD_DIM // 2
+    pdl_trigger(PDL)
     j = tl.program_id(0)
     t = tl.program_id(1).to(tl.int64)
     in_a = j < pairs_a
@@ -177,14 +219,22 @@ def _dp4a_rope_kernel(
     else:
         o = i + HALF * two
     rows = (hl * HEAD_DIM + o).to(tl.int64)  # [2] rows of the weight
+    if NP_A > 0 or NP_B > 0:  # rows (2i, 2i + 1) interleaved, (i, i + D/2) neox
+        r_lo = hl * HEAD_DIM + tl.where(INTERLEAVED, 2 * i, i)
+        if in_a:
+            _prefetch_pair(pa0, pa1, pa2, pa3, pa4, ra0, ra1, ra2, ra3, ra4, r_lo, GA, NP_A,
+                           INTERLEAVED, HALF)  # fmt: skip
+        else:
+            _prefetch_pair(pb0, pb1, pb2, pb3, pb4, rb0, rb1, rb2, rb3, rb4, r_lo, GB, NP_B,
+                           INTERLEAVED, HALF)  # fmt: skip
     xw = xq_ptr.to(tl.pointer_type(tl.int32)) + t * stride_xw
     xs = xs_ptr + t * stride_xs
     if in_a:
         res = _dp4a_dot(xw, xs, pa0, pa1, pa2, pa3, pa4, rows, GA, 0, GA, LOAD_A, GROUP_A, 2, NG,
-                        EMU)  # fmt: skip
+                        EMU, PDL)  # fmt: skip
     else:
         res = _dp4a_dot(xw, xs, pb0, pb1, pb2, pb3, pb4, rows, GB, 0, GB, LOAD_B, GROUP_B, 2, NG,
-                        EMU)  # fmt: skip
+                        EMU, PDL)  # fmt: skip
     h = head0 + tl.where(in_a, hl, hl + pairs_a // HALF)  # head in q | k | v
     col = h * HEAD_DIM + o  # [2] output columns
     if HAS_BIAS:
@@ -266,10 +316,10 @@ def format_constexprs(fmt: str, suffix: str = "") -> dict[str, object]:
 
 
 def kernel_constexprs(fmt: str, bn: int, ng: int, rb: int, atomic: bool, has_bias: bool,
-                      emu: bool) -> dict[str, object]:  # fmt: skip
+                      emu: bool, pdl: bool = False) -> dict[str, object]:  # fmt: skip
     """The constexpr arguments of `_dp4a_kernel` for one launch."""
     return dict(**format_constexprs(fmt), BN=bn, NG=ng, RB=rb, ATOMIC=atomic, HAS_BIAS=has_bias,
-                EMU=emu)  # fmt: skip
+                EMU=emu, PDL=pdl)  # fmt: skip
 
 
 # activation rows one program can take (`_dp4a_dot_rows` holds one accumulator per row)
@@ -281,6 +331,18 @@ def row_block(t: int) -> int:
     fewest equal blocks (12 rows: 2 x 6)."""
     blocks = triton.cdiv(max(t, 1), MAX_ROW_BLOCK)
     return triton.cdiv(max(t, 1), blocks)
+
+
+def _prefetch_args(planes: list[torch.Tensor], mode: int) -> list[int]:
+    """The five row-byte arguments of a launch: each plane's bytes per row when the launch
+    prefetches its weight tiles into L2 (`kernels/pdl.py`), else zeros."""
+    rbs = prefetch_row_bytes(planes) if mode == PDL_PREFETCH else None
+    return (rbs or []) + [0] * (5 - len(rbs or []))
+
+
+def _planes_prefetched(planes: list[torch.Tensor], rbs: list[int]) -> int:
+    """The NP constexpr: how many planes a program prefetches (0: none)."""
+    return len(planes) if rbs[0] else 0
 
 
 def dp4a_launch(
@@ -305,11 +367,14 @@ def dp4a_launch(
         return out.to(out_dtype)
     rb = min(cfg.rb, t) if cfg.rb else row_block(t)
     grid = (triton.cdiv(t, rb), triton.cdiv(n, cfg.bn), split)
+    mode = pdl_mode(xq.device)
+    rbs = _prefetch_args(planes, mode)
     _dp4a_kernel[grid](
         xq, xs, out, bias if bias is not None else out, *plane_args(planes),
-        t, n, groups, per_split, k // 4, xs.stride(0), out.stride(0),
-        **kernel_constexprs(fmt, cfg.bn, ng, rb, split > 1, bias is not None, _emu()),
-        num_warps=cfg.warps, num_stages=1,
+        t, n, groups, per_split, k // 4, xs.stride(0), out.stride(0), *rbs,
+        **kernel_constexprs(fmt, cfg.bn, ng, rb, split > 1, bias is not None, _emu(),
+                            mode != PDL_OFF), NP=_planes_prefetched(planes, rbs),
+        num_warps=cfg.warps, num_stages=1, **launch_args(mode != PDL_OFF),
     )  # fmt: skip
     return out if split == 1 else out.to(out_dtype)
 
@@ -347,12 +412,16 @@ def dp4a_rope_launch(
         return k // kernel_facts(fmt).group
 
     pairs = sum(n for _, n, _ in weights) // 2
+    mode = pdl_mode(xq.device)
+    pdl = mode != PDL_OFF
+    ra, rb = _prefetch_args(pa, mode), _prefetch_args(pb, mode)
     _dp4a_rope_kernel[(pairs, t)](
         xq, xs, out, bias if bias is not None else out, *plane_args(pa), *plane_args(pb), positions, cos_sin,
         slot_mapping, k_cache, v_cache, groups(fa), groups(fb), na // 2, head0, k // 4,
         xs.stride(0), out.stride(0), cos_sin.stride(0), *k_cache.stride()[:3], n_q_heads,
-        n_kv_heads, **format_constexprs(fa, "_A"), **format_constexprs(fb, "_B"),
+        n_kv_heads, *ra, *rb, **format_constexprs(fa, "_A"), **format_constexprs(fb, "_B"),
         NG=min(64, triton.next_power_of_2(min(groups(fa), groups(fb)))), HEAD_DIM=head_dim,
         BLOCK_SIZE=k_cache.shape[2], INTERLEAVED=bool(interleaved), HAS_BIAS=bias is not None,
-        EMU=_emu(), num_warps=2, num_stages=1,
+        EMU=_emu(), PDL=pdl, NP_A=_planes_prefetched(pa, ra), NP_B=_planes_prefetched(pb, rb),
+        num_warps=2, num_stages=1, **launch_args(pdl),
     )  # fmt: skip

@@ -29,6 +29,7 @@ import triton
 import triton.language as tl
 
 from localllm.kernels.linear.gemv_core_triton import _write_out, plane_args
+from localllm.kernels.pdl import launch_args, pdl_enabled, pdl_enter
 from localllm.kernels.quant import kernel_facts, triton_hooks
 from localllm.kernels.scratch import ZeroScratch
 
@@ -54,7 +55,7 @@ def _qmm_kernel(
     PTRS: tl.constexpr, LOAD: tl.constexpr, ADVANCE: tl.constexpr, DEQ: tl.constexpr,
     BM: tl.constexpr, BN: tl.constexpr, NG: tl.constexpr,
     HAS_BIAS: tl.constexpr, ATOMIC: tl.constexpr, PREC: tl.constexpr, SWAP: tl.constexpr,
-    EMU: tl.constexpr, STAGES: tl.constexpr,
+    EMU: tl.constexpr, STAGES: tl.constexpr, PDL: tl.constexpr = False,
 ):  # fmt: skip
     """out [T, N] (+)= x [T, K] @ W^T (+ bias), K = 32 G; program (n, m, s) owns weight rows
     [n BN, n BN + BN), x rows [m BM, m BM + BM) and 32-element groups
@@ -63,6 +64,7 @@ def _qmm_kernel(
     tile to finish (a counter per tile) stores the tile to res [T, N] in res's dtype and zeroes
     the workspace tile and the counter again, so no zeroing or conversion kernel is needed.
     PTRS, LOAD, ADVANCE, DEQ: the format's `mm_ptrs`, `mm_load`, `mm_advance`, `mm_deq`."""
+    pdl_enter(PDL)
     pid_m = tl.program_id(0)  # M blocks of one weight tile run side by side: it is read from
     pid_n = tl.program_id(1)  # memory once and from L2 by the others
     pid_k = tl.program_id(2)
@@ -252,11 +254,12 @@ def _launch(x, planes, fmt, n, bias, cfg: MMConfig) -> torch.Tensor:
     # split K: fp32 atomics into a persistent zeroed workspace, converted in the kernel
     acc = _WORKSPACE.get(x.device, t * n).view(t, n) if split > 1 else out
     cnt = _COUNTERS.get(x.device, grid[0] * grid[1]) if split > 1 else out
+    pdl = pdl_enabled(x.device)
     _qmm_kernel[grid](
         x, acc, bias if bias is not None else acc, *plane_args(planes), out, cnt,
         t, n, groups, x.stride(0), acc.stride(0), per_split,
-        **kernel_constexprs(fmt, cfg, ng, split > 1, bias is not None, x.dtype),
-        num_warps=cfg.warps,
+        **kernel_constexprs(fmt, cfg, ng, split > 1, bias is not None, x.dtype), PDL=pdl,
+        num_warps=cfg.warps, **launch_args(pdl),
     )  # fmt: skip
     return out
 

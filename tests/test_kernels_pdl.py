@@ -1,0 +1,112 @@
+"""Programmatic dependent launch and the L2 weight prefetch (`kernels/pdl.py`) without a GPU:
+the policy (who gets it), and the decode kernels built for sm_90 as the dispatch launches them
+there: griddepcontrol in every one, the weight GEMVs' first weight loads and L2 prefetches
+before the wait and no activation load before it; built for sm_86, none of it. The GPU tests
+(tests/test_gpu_engine.py) check the numbers: graphs with PDL give the tokens and logits of
+graphs without."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from localllm.kernels import pdl
+from localllm.kernels.device import CONSUMER, INTERPRETER, profile
+
+
+def test_policy() -> None:
+    assert all(not pdl.pdl_supported(profile(name)) for name in CONSUMER)  # sm_86 / sm_89
+    assert pdl.pdl_supported(profile("h200")) and pdl.pdl_supported(profile("h100"))
+    assert not pdl.pdl_supported(INTERPRETER)  # runs no inline PTX
+    assert pdl.pdl_mode(torch.device("cpu")) == pdl.PDL_OFF
+    with pdl.forced(pdl.PDL_PREFETCH):
+        assert pdl.pdl_mode(torch.device("cpu")) == pdl.PDL_PREFETCH
+        assert pdl.launch_args(pdl.pdl_enabled(torch.device("meta"))) == {"launch_pdl": True}
+    assert pdl.pdl_mode(torch.device("meta")) == pdl.PDL_OFF
+    assert pdl.launch_args(False) == {}
+
+
+def test_bad_env_value_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOCALLLM_PDL", "yes")
+    with pytest.raises(ValueError, match="LOCALLLM_PDL='yes': expected one of 0, 1, 2"):
+        pdl.env_mode()
+    monkeypatch.setenv("LOCALLLM_PDL", "1")
+    assert pdl.env_mode() == pdl.PDL_ON
+    monkeypatch.delenv("LOCALLLM_PDL")
+    assert pdl.env_mode() == pdl.PDL_PREFETCH
+
+
+def test_prefetch_needs_16_byte_rows() -> None:
+    aligned = [torch.zeros(8, 64, dtype=torch.int32), torch.zeros(8, 16, dtype=torch.uint8)]
+    assert pdl.prefetch_row_bytes(aligned) == [256, 16]
+    assert pdl.prefetch_row_bytes([torch.zeros(8, 6, dtype=torch.float16)]) is None  # 12 B rows
+    assert pdl.prefetch_row_bytes([torch.zeros(8, 64, dtype=torch.int32)[:, :32]]) is None
+
+
+@pytest.fixture(scope="module")
+def built() -> list[dict]:
+    """One record per decode kernel variant built for sm_90 (PDL + prefetch) and sm_86
+    (`kernels/checks/pdl_check.py`, in a process without Triton's interpreter)."""
+    try:
+        from triton.backends.nvidia.compiler import CUDABackend  # noqa: F401
+    except Exception as e:  # pragma: no cover
+        pytest.skip(f"Triton's NVIDIA backend is not importable: {e}")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, "-m", "localllm.kernels.checks.pdl_check"],
+                          capture_output=True, text=True, env=env, timeout=900)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+
+
+DECODE_KERNELS = {
+    "_dp4a_rope_kernel", "_attn_kernel", "_dp4a_kernel", "_rms_norm_kernel", "_silu_mul_kernel",
+    "_block_argmax_kernel", "_reduce_argmax_kernel", "_qmm_kernel",
+}  # fmt: skip
+GEMVS = {"_dp4a_kernel", "_dp4a_rope_kernel"}
+
+
+def test_sm90_decode_kernels_wait_and_trigger(built: list[dict]) -> None:
+    sm90 = [r for r in built if r.get("arch") == 90]
+    assert DECODE_KERNELS <= {r["kernel"] for r in sm90}
+    for r in sm90:  # the others (int8 quantizer, masked argmax) launch as before
+        assert r["launch_pdl"] == r["wait"] == r["trigger"] == (r["kernel"] in DECODE_KERNELS), r
+
+
+def test_sm90_gemvs_prefetch_and_load_weights_before_waiting(built: list[dict]) -> None:
+    """The weight GEMVs: the L2 prefetches and the first weight loads come before the wait
+    (PTX order); every other kernel waits before its first load."""
+    sm90 = [r for r in built if r.get("arch") == 90 and r["kernel"] in DECODE_KERNELS]
+    assert any(r["prefetch_planes"] for r in sm90 if r["kernel"] == "_dp4a_kernel")
+    assert any(r["prefetch_planes"] for r in sm90 if r["kernel"] == "_dp4a_rope_kernel")
+    for r in sm90:
+        if r["kernel"] in GEMVS:
+            assert r["load_before_wait"], r
+            assert r["prefetch_before_wait"] == bool(r["prefetch_planes"]), r
+        else:
+            assert not r["load_before_wait"] and not r["bulk_prefetch"], r
+
+
+def test_sm86_builds_have_no_hopper_instructions(built: list[dict]) -> None:
+    sm86 = [r for r in built if r.get("arch") == 86]
+    assert DECODE_KERNELS <= {r["kernel"] for r in sm86}
+    for r in sm86:
+        assert not (r["launch_pdl"] or r["wait"] or r["trigger"] or r["bulk_prefetch"]), r
+
+
+def test_compile_check_enumerates_pdl_only_for_hopper(built: list[dict]) -> None:
+    """`scripts/check_consumer_configs.py` compiles what the dispatch launches on a profile:
+    on an RTX 4090 nothing asks for PDL, on an H200 the decode kernels do."""
+    profiles = {r["profile"]: r for r in built if "profile" in r}
+    assert profiles["rtx4090"]["launches"] > 0 and profiles["rtx4090"]["pdl"] == 0
+    assert profiles["h200"]["pdl"] > 0
+
+
+def test_readme_documents_the_knob() -> None:
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert "LOCALLLM_PDL" in text
