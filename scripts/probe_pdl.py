@@ -1,13 +1,12 @@
 """Batch-1 decode with and without programmatic dependent launch, in one process (GPU).
 
-For each `LOCALLLM_PDL` mode (0 off, 1 PDL, 2 PDL + L2 weight prefetch: `kernels/pdl.py`) an
-engine is built (its CUDA graphs captured under that mode), a greedy sequence decodes
+For each `LOCALLLM_PDL` mode (0 off, 1 on: `kernels/pdl.py`) an engine is built (its CUDA graphs captured under that mode), a greedy sequence decodes
 --tokens tokens, and it reports: engine steps per second after a warm-up, the batch-1 decode
 graph replayed back to back, and whether the tokens equal those of the first mode. One JSON
 line per mode (--json appends them), then a summary with each mode's speed relative to the
 first and as a % of the bandwidth ceiling (--copy-gbs / the weight bytes per token).
 
-Usage: python3 scripts/probe_pdl.py --model llama3-8b-q4_k_m --modes 0,1,2 [--tokens 160]
+Usage: python3 scripts/probe_pdl.py --model llama3-8b-q4_k_m --modes 0,1 [--tokens 160]
 """
 
 from __future__ import annotations
@@ -71,7 +70,7 @@ def measure(a: argparse.Namespace, mode: str) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     add_engine_args(ap, model_required=False)
-    ap.add_argument("--modes", default="0,1,2")
+    ap.add_argument("--modes", default="0,1")
     ap.add_argument("--tokens", type=int, default=160)
     ap.add_argument("--warmup", type=int, default=32, help="engine steps before timing")
     ap.add_argument("--replays", type=int, default=200)

@@ -68,6 +68,26 @@ def test_pycode_golden_on_gpu(testdata, quant, graphs):
     assert min(agree) >= 32, agree
 
 
+@pytest.mark.parametrize("batch", [1, 4])
+def test_pdl_graphs_match_plain_graphs(testdata, monkeypatch, batch):
+    """Decode graphs captured with programmatic dependent launch (kernels/pdl.py, on by
+    default on sm_90) give the tokens of graphs captured without it, at batch 1 (one-row int8
+    GEMVs, fused QKV + RoPE) and 4 (multi-row GEMVs)."""
+    if torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("PDL needs compute capability 9.0+")
+    gold = json.loads((testdata / "golden" / "pycode-22m-q4_k_m_greedy.json").read_text())
+    prompts = [p["prompt_ids"] for p in gold["prompts"]][:batch]
+    outs = {}
+    for mode in ("0", "1"):
+        monkeypatch.setenv("LOCALLLM_PDL", mode)
+        eng = _engine(testdata / "models" / "pycode-22m-q4_k_m.gguf", max_num_seqs=batch)
+        outs[mode] = eng.generate(prompts, GREEDY)
+        eng.close()
+        del eng
+        _release()
+    assert outs["0"] == outs["1"]
+
+
 def test_kv_dtype_quality(testdata):
     """Held-out NLL with int8 and fp8 KV within 1% of fp16 KV (pycode-22m-q8_0)."""
     text = json.loads((testdata / "golden" / "pycode-22m_greedy_f32.json").read_text())[

@@ -1,7 +1,7 @@
-"""Programmatic dependent launch and the L2 weight prefetch (`kernels/pdl.py`) without a GPU:
-the policy (who gets it), and the decode kernels built for sm_90 as the dispatch launches them
-there: griddepcontrol in every one, the weight GEMVs' first weight loads and L2 prefetches
-before the wait and no activation load before it; built for sm_86, none of it. The GPU tests
+"""Programmatic dependent launch (`kernels/pdl.py`) without a GPU: the policy (who gets it),
+and the decode kernels built for sm_90 as the dispatch launches them there: griddepcontrol in
+every one, only the weight GEMVs loading anything (their first weight tile) before the wait;
+built for sm_86, none of it. The GPU tests
 (tests/test_gpu_engine.py) check the numbers: graphs with PDL give the tokens and logits of
 graphs without."""
 
@@ -20,38 +20,27 @@ from localllm.kernels import pdl
 from localllm.kernels.device import CONSUMER, INTERPRETER, profile
 
 
-def test_policy() -> None:
+def test_policy(monkeypatch: pytest.MonkeyPatch) -> None:
     assert all(not pdl.pdl_supported(profile(name)) for name in CONSUMER)  # sm_86 / sm_89
     assert pdl.pdl_supported(profile("h200")) and pdl.pdl_supported(profile("h100"))
     assert not pdl.pdl_supported(INTERPRETER)  # runs no inline PTX
-    assert pdl.pdl_mode(torch.device("cpu")) == pdl.PDL_OFF
-    with pdl.forced(pdl.PDL_PREFETCH):
-        assert pdl.pdl_mode(torch.device("cpu")) == pdl.PDL_PREFETCH
+    assert not pdl.pdl_enabled(torch.device("cpu"))
+    with pdl.forced(True):
         assert pdl.launch_args(pdl.pdl_enabled(torch.device("meta"))) == {"launch_pdl": True}
-    assert pdl.pdl_mode(torch.device("meta")) == pdl.PDL_OFF
+    assert not pdl.pdl_enabled(torch.device("meta"))
     assert pdl.launch_args(False) == {}
-
-
-def test_bad_env_value_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LOCALLLM_PDL", "yes")
-    with pytest.raises(ValueError, match="LOCALLLM_PDL='yes': expected one of 0, 1, 2"):
-        pdl.env_mode()
-    monkeypatch.setenv("LOCALLLM_PDL", "1")
-    assert pdl.env_mode() == pdl.PDL_ON
+    with pytest.raises(ValueError, match="LOCALLLM_PDL='yes': expected one of 0, 1"):
+        pdl.env_enabled()
+    monkeypatch.setenv("LOCALLLM_PDL", "0")
+    assert not pdl.env_enabled()
     monkeypatch.delenv("LOCALLLM_PDL")
-    assert pdl.env_mode() == pdl.PDL_PREFETCH
-
-
-def test_prefetch_needs_16_byte_rows() -> None:
-    aligned = [torch.zeros(8, 64, dtype=torch.int32), torch.zeros(8, 16, dtype=torch.uint8)]
-    assert pdl.prefetch_row_bytes(aligned) == [256, 16]
-    assert pdl.prefetch_row_bytes([torch.zeros(8, 6, dtype=torch.float16)]) is None  # 12 B rows
-    assert pdl.prefetch_row_bytes([torch.zeros(8, 64, dtype=torch.int32)[:, :32]]) is None
+    assert pdl.env_enabled()
 
 
 @pytest.fixture(scope="module")
 def built() -> list[dict]:
-    """One record per decode kernel variant built for sm_90 (PDL + prefetch) and sm_86
+    """One record per decode kernel built for sm_90 (PDL) and sm_86
     (`kernels/checks/pdl_check.py`, in a process without Triton's interpreter)."""
     try:
         from triton.backends.nvidia.compiler import CUDABackend  # noqa: F401
@@ -66,7 +55,8 @@ def built() -> list[dict]:
 
 DECODE_KERNELS = {
     "_dp4a_rope_kernel", "_attn_kernel", "_dp4a_kernel", "_rms_norm_kernel", "_silu_mul_kernel",
-    "_block_argmax_kernel", "_reduce_argmax_kernel", "_qmm_kernel",
+    "_block_argmax_kernel", "_reduce_argmax_kernel", "_qmm_kernel", "_quant_act_kernel",
+    "_rope_store_kernel",
 }  # fmt: skip
 GEMVS = {"_dp4a_kernel", "_dp4a_rope_kernel"}
 
@@ -74,29 +64,23 @@ GEMVS = {"_dp4a_kernel", "_dp4a_rope_kernel"}
 def test_sm90_decode_kernels_wait_and_trigger(built: list[dict]) -> None:
     sm90 = [r for r in built if r.get("arch") == 90]
     assert DECODE_KERNELS <= {r["kernel"] for r in sm90}
-    for r in sm90:  # the others (int8 quantizer, masked argmax) launch as before
+    for r in sm90:  # the others (the masked argmax of guided decoding) launch as before
         assert r["launch_pdl"] == r["wait"] == r["trigger"] == (r["kernel"] in DECODE_KERNELS), r
 
 
-def test_sm90_gemvs_prefetch_and_load_weights_before_waiting(built: list[dict]) -> None:
-    """The weight GEMVs: the L2 prefetches and the first weight loads come before the wait
-    (PTX order); every other kernel waits before its first load."""
-    sm90 = [r for r in built if r.get("arch") == 90 and r["kernel"] in DECODE_KERNELS]
-    assert any(r["prefetch_planes"] for r in sm90 if r["kernel"] == "_dp4a_kernel")
-    assert any(r["prefetch_planes"] for r in sm90 if r["kernel"] == "_dp4a_rope_kernel")
-    for r in sm90:
-        if r["kernel"] in GEMVS:
-            assert r["load_before_wait"], r
-            assert r["prefetch_before_wait"] == bool(r["prefetch_planes"]), r
-        else:
-            assert not r["load_before_wait"] and not r["bulk_prefetch"], r
+def test_sm90_only_gemvs_load_before_waiting(built: list[dict]) -> None:
+    """The weight GEMVs issue their first weight loads before the wait (PTX order); every
+    other kernel waits before its first load."""
+    for r in built:
+        if r.get("arch") == 90 and r["kernel"] in DECODE_KERNELS:
+            assert r["load_before_wait"] == (r["kernel"] in GEMVS), r
 
 
 def test_sm86_builds_have_no_hopper_instructions(built: list[dict]) -> None:
     sm86 = [r for r in built if r.get("arch") == 86]
     assert DECODE_KERNELS <= {r["kernel"] for r in sm86}
     for r in sm86:
-        assert not (r["launch_pdl"] or r["wait"] or r["trigger"] or r["bulk_prefetch"]), r
+        assert not (r["launch_pdl"] or r["wait"] or r["trigger"]), r
 
 
 def test_compile_check_enumerates_pdl_only_for_hopper(built: list[dict]) -> None:

@@ -1,6 +1,6 @@
 """The decode kernels' programmatic dependent launch, built without a GPU: a llama3-8b decode
-step's kernels captured as the dispatch launches them on sm_90 (PDL + L2 weight prefetch) and
-on sm_86 (neither), compiled for that arch, and what their PTX does before
+step's kernels captured as the dispatch launches them on sm_90 (PDL) and on sm_86 (without),
+compiled for that arch, and what their PTX does before
 `griddepcontrol.wait`. `python3 -m localllm.kernels.checks.pdl_check` prints one JSON record
 per kernel variant (tests/test_kernels_pdl.py runs it; Triton's interpreter must be off)."""
 
@@ -24,13 +24,15 @@ from localllm.kernels.plan import LinearKernel
 M = MODELS["llama3-8b"]
 
 
-def decode_launches(mode: int) -> list[Launch]:
+def decode_launches(on: bool) -> list[Launch]:
     """QKV + RoPE (Q4_K q+k, Q6_K v), attention, the O / gate+up / down / LM head GEMVs and
-    a split-K one, norms, SiLU, argmax, and the fused GEMM of a batched step, under `mode`."""
+    a split-K one, norms, SiLU, argmax, the int8 quantizer, RoPE + int8 KV store, and the fused
+    GEMM of a batched step, with PDL on or off."""
     d, f, h200 = M.dim, M.ffn, profile("h200")
     kv = space.kv_dtypes(h200)[0]
-    with pdl.forced(mode), capture() as launches:
+    with pdl.forced(on), capture() as launches:
         space._qkv_fused(M, torch.float16, kv, ("q4_k", "q6_k"))
+        space._rope(M, torch.float16, 1, space.kv_dtypes(h200)[1])
         space._attention(h200, M, kv, torch.float16, 16, 1, 1, 4096)
         for n, k, split in ((d, d, 1), (2 * f, d, 1), (d, f, 1), (M.vocab, d, 1), (1024, d, 4)):
             space._linear(LinearKernel.DP4A_GEMV, Dp4aConfig(4, 1, 1, split), "q4_k", n, k, 1,
@@ -47,29 +49,23 @@ def inspect(launch: Launch, arch: int) -> dict[str, Any]:
     body = ptx[ptx.index(".entry") :]
     wait = body.find("griddepcontrol.wait")
     before = body[:wait] if wait >= 0 else ""
-    consts = dict(launch.constexprs)
     return {
         "kernel": launch.kernel.split(":")[1],
         "arch": arch,
         "launch_pdl": bool(launch.kwargs.get("launch_pdl")),
-        "prefetch_planes": int(consts.get("NP", 0) or consts.get("NP_A", 0) or 0),
         "wait": wait >= 0,
         "trigger": "griddepcontrol.launch_dependents" in body,
-        "bulk_prefetch": "cp.async.bulk.prefetch.L2" in body,
-        "prefetch_before_wait": "cp.async.bulk.prefetch.L2" in before,
         "load_before_wait": "ld.global" in before,
     }
 
 
 def main() -> None:
-    for mode, arch in ((pdl.PDL_PREFETCH, 90), (pdl.PDL_OFF, 86)):
-        seen: set[tuple] = set()
-        for launch in decode_launches(mode):
-            key = (launch.kernel, dict(launch.constexprs).get("NP", 0) > 0)
-            if key in seen:
-                continue
-            seen.add(key)
-            print(json.dumps(inspect(launch, arch)), flush=True)
+    for on, arch in ((True, 90), (False, 86)):
+        seen: set[str] = set()
+        for launch in decode_launches(on):
+            if launch.kernel not in seen:
+                seen.add(launch.kernel)
+                print(json.dumps(inspect(launch, arch)), flush=True)
     for name in ("rtx4090", "h200"):  # what the compile check enumerates for a profile
         launches = space.enumerate_launches(profile(name), [MODELS["smollm2-135m"]])
         asks = [la for la in launches if la.kwargs.get("launch_pdl")]

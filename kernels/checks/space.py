@@ -42,7 +42,7 @@ from localllm.kernels.linear.dp4a_triton import dp4a_config, dp4a_launch
 from localllm.kernels.linear.qlinear import QuantWeight
 from localllm.kernels.linear.qlinear_triton import pick_config, qlinear_launch
 from localllm.kernels.linear.qmm_triton import mm_config, qmm_launch
-from localllm.kernels.pdl import PDL_OFF, PDL_PREFETCH, forced, pdl_supported
+from localllm.kernels.pdl import forced, pdl_supported
 from localllm.kernels.plan import (
     ATTN_DECODE_MAX_Q,
     DP4A_MAX_T,
@@ -69,10 +69,10 @@ Case = tuple[tuple, Callable[[], object]]
 
 def enumerate_launches(props: DeviceProps, models: list[ModelShape] | None = None) -> list[Launch]:
     """The deduplicated launches of every case (first occurrence kept, in order), with the
-    programmatic dependent launch and L2 weight prefetch of a GPU that has them."""
+    programmatic dependent launch of a GPU that has it (`kernels/pdl.py`)."""
     seen: dict[Launch, None] = {}
     keys: set[tuple] = set()
-    with forced(PDL_PREFETCH if pdl_supported(props) else PDL_OFF):
+    with forced(pdl_supported(props)):
         for model in models or list(MODELS.values()):
             for key, case in cases(props, model):
                 if (model.name, *key) in keys:

@@ -9,6 +9,7 @@ import triton
 import triton.language as tl
 
 from localllm.kernels.fused.quant_act import GROUP, LAYOUTS, QAct
+from localllm.kernels.pdl import launch_args, pdl_enabled, pdl_enter
 
 
 @triton.jit
@@ -39,7 +40,9 @@ def _quant_store(y, c0, n_valid, XQ, XS, B: tl.constexpr, W8: tl.constexpr):
 
 
 @triton.jit
-def _quant_act_kernel(X, XQ, XS, K, stride_x, B: tl.constexpr, W8: tl.constexpr):
+def _quant_act_kernel(X, XQ, XS, K, stride_x, B: tl.constexpr, W8: tl.constexpr,
+                      PDL: tl.constexpr = False):  # fmt: skip
+    pdl_enter(PDL)
     row = tl.program_id(0).to(tl.int64)
     c0 = tl.program_id(1) * B
     cols = c0 + tl.arange(0, B)
@@ -66,9 +69,11 @@ def quant_act_triton(x: torch.Tensor, layout: str) -> tuple[torch.Tensor, torch.
     if x.stride(1) != 1:
         x = x.contiguous()
     b = min(1024, triton.next_power_of_2(k))
+    pdl = pdl_enabled(x.device)
     _quant_act_kernel[(t, triton.cdiv(k, b))](
-        x, xq, xs, k, x.stride(0), B=b, W8=layout == "w8", num_warps=4
-    )
+        x, xq, xs, k, x.stride(0), B=b, W8=layout == "w8", PDL=pdl, num_warps=4,
+        **launch_args(pdl),
+    )  # fmt: skip
     return xq, xs
 
 

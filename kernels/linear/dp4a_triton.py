@@ -27,16 +27,7 @@ import triton
 import triton.language as tl
 
 from localllm.kernels.linear.gemv_core_triton import _write_out, plane_args
-from localllm.kernels.pdl import (
-    PDL_OFF,
-    PDL_PREFETCH,
-    launch_args,
-    pdl_mode,
-    pdl_trigger,
-    pdl_wait,
-    prefetch_row_bytes,
-    prefetch_weight_tile,
-)
+from localllm.kernels.pdl import launch_args, pdl_enabled, pdl_trigger, pdl_wait
 from localllm.kernels.quant import kernel_facts, triton_hooks
 
 
@@ -127,16 +118,14 @@ def _dp4a_dot_rows(xw0, xs0, xw, xs, sxw, sxs, r0, T, p0, p1, p2, p3, p4, rows, 
 @triton.jit
 def _dp4a_kernel(
     xq_ptr, xs_ptr, out_ptr, bias_ptr, p0, p1, p2, p3, p4,
-    T, N, G, per_split, stride_xw, stride_xs, stride_om, rb0, rb1, rb2, rb3, rb4,
+    T, N, G, per_split, stride_xw, stride_xs, stride_om,
     LOAD: tl.constexpr, GROUP: tl.constexpr, BN: tl.constexpr, NG: tl.constexpr, RB: tl.constexpr,
     ATOMIC: tl.constexpr, HAS_BIAS: tl.constexpr, EMU: tl.constexpr, PDL: tl.constexpr = False,
-    NP: tl.constexpr = 0,
 ):  # fmt: skip
     """out [T, N] (+)= dequant(xq, xs) [T, K] @ W^T: program (m, n, k) owns activation rows
     [m RB, m RB + RB), weight rows [n BN, n BN + BN) and groups [k per_split, (k + 1)
     per_split) (groups of the weight layout: 32 elements, 16 for Q8_0). The row blocks of one
-    weight tile are neighbours in launch order (they share it through L2). NP > 0: first ask
-    L2 for the program's part of the NP weight planes (rb*: bytes per row of each)."""
+    weight tile are neighbours in launch order (they share it through L2)."""
     pdl_trigger(PDL)
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
@@ -147,10 +136,6 @@ def _dp4a_kernel(
     xw = xq_ptr.to(tl.pointer_type(tl.int32))
     g_lo = pid_k * per_split
     g_hi = tl.minimum(g_lo + per_split, G)
-    if NP > 0:
-        n0 = pid_n * BN
-        prefetch_weight_tile(p0, p1, p2, p3, p4, rb0, rb1, rb2, rb3, rb4, n0,
-                             tl.minimum(BN, N - n0), g_lo, g_hi, G, NP, BN, per_split >= G)  # fmt: skip
     r0 = pid_m * RB
     if RB == 1:
         res = _dp4a_dot(xw + r0.to(tl.int64) * stride_xw, xs_ptr + r0.to(tl.int64) * stride_xs,
@@ -169,42 +154,22 @@ def _dp4a_kernel(
 
 
 @triton.jit
-def _prefetch_pair(p0, p1, p2, p3, p4, r0, r1, r2, r3, r4, row, G, NP: tl.constexpr,
-                   INTERLEAVED: tl.constexpr, HALF: tl.constexpr):  # fmt: skip
-    """L2 prefetch of a RoPE pair's two weight rows: row, row + 1 (interleaved) or row,
-    row + HALF (neox)."""
-    if NP > 0:
-        if INTERLEAVED:
-            prefetch_weight_tile(p0, p1, p2, p3, p4, r0, r1, r2, r3, r4, row, 2, 0, G, G, NP, 2,
-                                 True)  # fmt: skip
-        else:
-            prefetch_weight_tile(p0, p1, p2, p3, p4, r0, r1, r2, r3, r4, row, 1, 0, G, G, NP, 1,
-                                 True)  # fmt: skip
-            prefetch_weight_tile(p0, p1, p2, p3, p4, r0, r1, r2, r3, r4, row + HALF, 1, 0, G, G,
-                                 NP, 1, True)  # fmt: skip
-
-
-@triton.jit
 def _dp4a_rope_kernel(
     xq_ptr, xs_ptr, out_ptr, bias_ptr, pa0, pa1, pa2, pa3, pa4, pb0, pb1, pb2, pb3, pb4,
     POS, CS, SLOT, KC, VC,
     GA, GB, pairs_a, head0, stride_xw, stride_xs, stride_om, stride_cs,
     stride_cb, stride_ch, stride_ct, n_q_heads, n_kv_heads,
-    ra0, ra1, ra2, ra3, ra4, rb0, rb1, rb2, rb3, rb4,
     LOAD_A: tl.constexpr, GROUP_A: tl.constexpr, LOAD_B: tl.constexpr, GROUP_B: tl.constexpr,
     NG: tl.constexpr, HEAD_DIM: tl.constexpr,
     BLOCK_SIZE: tl.constexpr, INTERLEAVED: tl.constexpr, HAS_BIAS: tl.constexpr,
-    EMU: tl.constexpr, PDL: tl.constexpr = False, NP_A: tl.constexpr = 0,
-    NP_B: tl.constexpr = 0,
+    EMU: tl.constexpr, PDL: tl.constexpr = False,
 ):  # fmt: skip
     """The QKV projection of decode tokens with RoPE and the KV store in its epilogue (float
     caches), over one or two weights (A, then B: q+k beside a differently quantized v) that
     hold heads head0, head0 + 1, .. of the q | k | v output. Program (j, t) computes the two
     rows of a RoPE pair (of its head: (2i, 2i + 1) interleaved, (i, i + D/2) neox) for token
     t (pairs of A first), rounds them to the output dtype, rotates q and k heads as
-    rope_store_kv does, writes the pair to out [T, N] and k / v pairs to the cache slot.
-    NP_A / NP_B > 0: first ask L2 for the pair's rows of that weight's planes (ra*, rb*: bytes
-    per row)."""
+    rope_store_kv does, writes the pair to out [T, N] and k / v pairs to the cache slot."""
     HALF: tl.constexpr = HEAD_DIM // 2
     pdl_trigger(PDL)
     j = tl.program_id(0)
@@ -219,14 +184,6 @@ def _dp4a_rope_kernel(
     else:
         o = i + HALF * two
     rows = (hl * HEAD_DIM + o).to(tl.int64)  # [2] rows of the weight
-    if NP_A > 0 or NP_B > 0:  # rows (2i, 2i + 1) interleaved, (i, i + D/2) neox
-        r_lo = hl * HEAD_DIM + tl.where(INTERLEAVED, 2 * i, i)
-        if in_a:
-            _prefetch_pair(pa0, pa1, pa2, pa3, pa4, ra0, ra1, ra2, ra3, ra4, r_lo, GA, NP_A,
-                           INTERLEAVED, HALF)  # fmt: skip
-        else:
-            _prefetch_pair(pb0, pb1, pb2, pb3, pb4, rb0, rb1, rb2, rb3, rb4, r_lo, GB, NP_B,
-                           INTERLEAVED, HALF)  # fmt: skip
     xw = xq_ptr.to(tl.pointer_type(tl.int32)) + t * stride_xw
     xs = xs_ptr + t * stride_xs
     if in_a:
@@ -333,18 +290,6 @@ def row_block(t: int) -> int:
     return triton.cdiv(max(t, 1), blocks)
 
 
-def _prefetch_args(planes: list[torch.Tensor], mode: int) -> list[int]:
-    """The five row-byte arguments of a launch: each plane's bytes per row when the launch
-    prefetches its weight tiles into L2 (`kernels/pdl.py`), else zeros."""
-    rbs = prefetch_row_bytes(planes) if mode == PDL_PREFETCH else None
-    return (rbs or []) + [0] * (5 - len(rbs or []))
-
-
-def _planes_prefetched(planes: list[torch.Tensor], rbs: list[int]) -> int:
-    """The NP constexpr: how many planes a program prefetches (0: none)."""
-    return len(planes) if rbs[0] else 0
-
-
 def dp4a_launch(
     xq: torch.Tensor,  # int8 [T, K] (quant_act, the format's `act_layout`)
     xs: torch.Tensor,  # fp32 [T, K / 32, 4]
@@ -367,14 +312,12 @@ def dp4a_launch(
         return out.to(out_dtype)
     rb = min(cfg.rb, t) if cfg.rb else row_block(t)
     grid = (triton.cdiv(t, rb), triton.cdiv(n, cfg.bn), split)
-    mode = pdl_mode(xq.device)
-    rbs = _prefetch_args(planes, mode)
+    pdl = pdl_enabled(xq.device)
     _dp4a_kernel[grid](
         xq, xs, out, bias if bias is not None else out, *plane_args(planes),
-        t, n, groups, per_split, k // 4, xs.stride(0), out.stride(0), *rbs,
-        **kernel_constexprs(fmt, cfg.bn, ng, rb, split > 1, bias is not None, _emu(),
-                            mode != PDL_OFF), NP=_planes_prefetched(planes, rbs),
-        num_warps=cfg.warps, num_stages=1, **launch_args(mode != PDL_OFF),
+        t, n, groups, per_split, k // 4, xs.stride(0), out.stride(0),
+        **kernel_constexprs(fmt, cfg.bn, ng, rb, split > 1, bias is not None, _emu(), pdl),
+        num_warps=cfg.warps, num_stages=1, **launch_args(pdl),
     )  # fmt: skip
     return out if split == 1 else out.to(out_dtype)
 
@@ -412,16 +355,13 @@ def dp4a_rope_launch(
         return k // kernel_facts(fmt).group
 
     pairs = sum(n for _, n, _ in weights) // 2
-    mode = pdl_mode(xq.device)
-    pdl = mode != PDL_OFF
-    ra, rb = _prefetch_args(pa, mode), _prefetch_args(pb, mode)
+    pdl = pdl_enabled(xq.device)
     _dp4a_rope_kernel[(pairs, t)](
         xq, xs, out, bias if bias is not None else out, *plane_args(pa), *plane_args(pb), positions, cos_sin,
         slot_mapping, k_cache, v_cache, groups(fa), groups(fb), na // 2, head0, k // 4,
         xs.stride(0), out.stride(0), cos_sin.stride(0), *k_cache.stride()[:3], n_q_heads,
-        n_kv_heads, *ra, *rb, **format_constexprs(fa, "_A"), **format_constexprs(fb, "_B"),
+        n_kv_heads, **format_constexprs(fa, "_A"), **format_constexprs(fb, "_B"),
         NG=min(64, triton.next_power_of_2(min(groups(fa), groups(fb)))), HEAD_DIM=head_dim,
         BLOCK_SIZE=k_cache.shape[2], INTERLEAVED=bool(interleaved), HAS_BIAS=bias is not None,
-        EMU=_emu(), PDL=pdl, NP_A=_planes_prefetched(pa, ra), NP_B=_planes_prefetched(pb, rb),
-        num_warps=2, num_stages=1, **launch_args(pdl),
+        EMU=_emu(), PDL=pdl, num_warps=2, num_stages=1, **launch_args(pdl),
     )  # fmt: skip
