@@ -27,7 +27,11 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=1, help="decoding streams")
     a = ap.parse_args()
     a.model = resolve_model(a.model or "llama3-8b-q4_k_m")
-    engine = LLMEngine(engine_config(a, max_model_len=4096 + 256))
+    # a plain decode step unless --spec-tokens asks: with speculation on, a synthetic model's
+    # repetitive output is accepted in long runs and the requests finished before the phase
+    # loop (an empty batch)
+    spec = a.spec_tokens if a.spec_tokens is not None else 0
+    engine = LLMEngine(engine_config(a, max_model_len=4096 + 256, spec_tokens=spec))
     bos = engine.tokenizer.bos_id or 1
     params = SamplingParams(max_tokens=a.steps * 3 + 64, temperature=0.0, ignore_eos=True)
     rids = [engine.add_request([bos, 100 + i], params) for i in range(a.batch)]
@@ -64,6 +68,8 @@ def main() -> None:
         decoding = [s for s in engine.scheduler.running if not s.in_prefill]
         engine.speculator.propose(decoding)
         batch = engine.scheduler.schedule()
+        if not batch.items:
+            raise SystemExit("probe_step: the requests finished before the phase loop")
         t.append(time.perf_counter())
         out = engine.runner.execute(batch)
         t.append(time.perf_counter())
