@@ -31,16 +31,20 @@ from collections.abc import Iterator
 import torch
 import triton
 import triton.language as tl
+import triton.language.extra.cuda as cuda_extra
 
 from localllm.kernels.device import DeviceProps, device_props
 
 # the compute capability from which griddepcontrol exists (PTX ISA 7.8, sm_90)
 PDL_MIN_CAPABILITY = (9, 0)
+# Triton releases before 3.3 have neither `gdc_wait` nor the `launch_pdl` launch option
+TRITON_HAS_PDL = hasattr(cuda_extra, "gdc_wait") and hasattr(cuda_extra, "gdc_launch_dependents")
 
 
 def pdl_supported(props: DeviceProps) -> bool:
-    """Whether kernels compiled for this GPU (or GPU profile) may use griddepcontrol."""
-    return props.capability >= PDL_MIN_CAPABILITY and props.name != "interpreter"
+    """Whether kernels compiled for this GPU (or GPU profile) may use griddepcontrol, with the
+    installed Triton."""
+    return TRITON_HAS_PDL and props.capability >= PDL_MIN_CAPABILITY and props.name != "interpreter"
 
 
 # LOCALLLM_PDL values
@@ -91,7 +95,7 @@ def launch_args(pdl: bool) -> dict[str, bool]:
 def pdl_trigger(PDL: tl.constexpr):
     """Let the next kernel's programs launch once every program of this one has started."""
     if PDL:
-        tl.extra.cuda.gdc_launch_dependents()
+        cuda_extra.gdc_launch_dependents()
 
 
 @triton.jit
@@ -99,7 +103,7 @@ def pdl_wait(PDL: tl.constexpr):
     """Block until the previous kernel has completed and its memory is visible; every load of
     data an earlier kernel writes, and every store, comes after this."""
     if PDL:
-        tl.extra.cuda.gdc_wait()
+        cuda_extra.gdc_wait()
 
 
 @triton.jit

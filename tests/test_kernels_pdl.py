@@ -29,6 +29,9 @@ def test_policy(monkeypatch: pytest.MonkeyPatch) -> None:
         assert pdl.launch_args(pdl.pdl_enabled(torch.device("meta"))) == {"launch_pdl": True}
     assert not pdl.pdl_enabled(torch.device("meta"))
     assert pdl.launch_args(False) == {}
+    monkeypatch.setattr(pdl, "TRITON_HAS_PDL", False)  # a Triton before 3.3
+    assert not pdl.pdl_supported(profile("h200"))
+    monkeypatch.undo()
     monkeypatch.setenv("LOCALLLM_PDL", "yes")
     with pytest.raises(ValueError, match="LOCALLLM_PDL='yes': expected one of 0, 1"):
         pdl.env_enabled()
