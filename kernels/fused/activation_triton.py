@@ -25,7 +25,7 @@ def _silu_mul_kernel(
     F,
     BLOCK: tl.constexpr,
     QUANT: tl.constexpr,
-    PDL: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):
     pdl_enter(PDL)
     row = tl.program_id(0).to(tl.int64)

@@ -17,7 +17,8 @@ BLOCK = 4096
 
 
 @triton.jit
-def _block_argmax_kernel(X, PM, PI, V, stride_x, P, BLOCK: tl.constexpr, PDL: tl.constexpr):
+def _block_argmax_kernel(X, PM, PI, V, stride_x, P, BLOCK: tl.constexpr,
+                         PDL: tl.constexpr = False):  # fmt: skip
     pdl_enter(PDL)
     row = tl.program_id(0).to(tl.int64)
     p = tl.program_id(1)
@@ -30,7 +31,7 @@ def _block_argmax_kernel(X, PM, PI, V, stride_x, P, BLOCK: tl.constexpr, PDL: tl
 
 
 @triton.jit
-def _reduce_argmax_kernel(PM, PI, OUT, P, P_PAD: tl.constexpr, PDL: tl.constexpr):
+def _reduce_argmax_kernel(PM, PI, OUT, P, P_PAD: tl.constexpr, PDL: tl.constexpr = False):
     pdl_enter(PDL)
     row = tl.program_id(0).to(tl.int64)
     p = tl.arange(0, P_PAD)

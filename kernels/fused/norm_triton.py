@@ -33,7 +33,7 @@ def _rms_norm_kernel(
     BLOCK_C: tl.constexpr,
     HAS_RESIDUAL: tl.constexpr,
     QUANT: tl.constexpr,
-    PDL: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):
     """Program (row, j) normalizes columns [j BLOCK_C, (j + 1) BLOCK_C) of the row."""
     pdl_enter(PDL)
