@@ -4,6 +4,8 @@ rows as the ragged batch the runner builds without graphs."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import conftest
 import pytest
 import torch
@@ -118,3 +120,58 @@ def test_prefill_chunks_take_the_smallest_captured_graph() -> None:
     assert gr._key(0, chunk(300), 1) == GraphKey(0, 1024)
     assert gr._key(0, chunk(2048), 1) == GraphKey(0, 2048)
     assert gr._key(0, chunk(2049), 1) is None
+
+
+def _bare_graph_runner(monkeypatch: pytest.MonkeyPatch, pdl_on: bool, fails_with_pdl: bool,
+                       fails_without: bool) -> tuple[Any, list[bool]]:  # fmt: skip
+    """A GraphRunner without a GPU whose `_capture_all` records whether PDL was forced off
+    and fails as asked."""
+    import contextlib
+    import types
+
+    from localllm.engine import cuda_graphs
+
+    g = object.__new__(cuda_graphs.GraphRunner)
+    g.runner = types.SimpleNamespace(device=torch.device("cuda"))
+    g.graphs, g.logits, g.greedy, g.enabled = {}, {}, {}, True
+    state = {"forced_off": False}
+    calls: list[bool] = []
+
+    @contextlib.contextmanager
+    def forced(on: bool):
+        assert on is False
+        state["forced_off"] = True
+        try:
+            yield
+        finally:
+            state["forced_off"] = False
+
+    def capture_all() -> None:
+        calls.append(state["forced_off"])
+        g.graphs[GraphKey(1, 0)] = object()  # a partial capture the fallback must drop
+        with_pdl = pdl_on and not state["forced_off"]
+        if (with_pdl and fails_with_pdl) or (not with_pdl and fails_without):
+            raise RuntimeError("operation not permitted when stream is capturing")
+
+    monkeypatch.setattr(cuda_graphs, "pdl_forced", forced)
+    monkeypatch.setattr(cuda_graphs, "pdl_enabled", lambda device: pdl_on)
+    g._capture_all = capture_all
+    return g, calls
+
+
+def test_graph_capture_retries_without_pdl(monkeypatch, caplog) -> None:
+    """A capture that fails with programmatic dependent launch is redone without it (graphs
+    kept, one warning); one that fails both ways, or without PDL in play, decodes eagerly."""
+    g, calls = _bare_graph_runner(monkeypatch, True, True, False)
+    g._capture_or_fall_back()
+    assert calls == [False, True] and g.enabled and len(g.graphs) == 1
+    assert "capturing the graphs without it" in caplog.text
+    g, calls = _bare_graph_runner(monkeypatch, True, True, True)
+    g._capture_or_fall_back()
+    assert calls == [False, True] and not g.enabled and not g.graphs
+    g, calls = _bare_graph_runner(monkeypatch, False, True, True)
+    g._capture_or_fall_back()
+    assert calls == [False] and not g.enabled and not g.graphs
+    g, calls = _bare_graph_runner(monkeypatch, True, False, True)
+    g._capture_or_fall_back()
+    assert calls == [False] and g.enabled and len(g.graphs) == 1

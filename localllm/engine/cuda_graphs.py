@@ -24,6 +24,8 @@ import torch
 
 from localllm.config import DECODE_PREFILL_CHUNK_GPU
 from localllm.engine.graph_layout import GraphKey, StepBuffers
+from localllm.kernels.pdl import forced as pdl_forced
+from localllm.kernels.pdl import pdl_enabled
 
 if TYPE_CHECKING:
     from localllm.engine.runner import ModelRunner
@@ -97,21 +99,40 @@ class GraphRunner:
         self.greedy: dict[GraphKey, torch.Tensor] = {}  # argmax of each logits row
         self.replays = {"decode": 0, "mixed": 0, "prefill": 0, "verify": 0}
         self.enabled = True
+        self._capture_or_fall_back()
+
+    def _capture_or_fall_back(self) -> None:
+        """Capture every graph. If that fails while kernels launch with programmatic dependent
+        launch (kernels/pdl.py: a driver that cannot capture such launches, say), capture them
+        again without it; if capture still fails, decode eagerly. Each fallback is a warning."""
         try:
             self._capture_all()
+            return
+        except Exception as e:
+            self._drop_graphs()
+            if not pdl_enabled(self.runner.device):
+                log.warning("CUDA graph capture failed (%s); decoding without graphs", e)
+                self.enabled = False
+                return
+            log.warning("CUDA graph capture with programmatic dependent launch failed (%s); "
+                        "capturing the graphs without it", e)  # fmt: skip
+        try:
+            with pdl_forced(False):
+                self._capture_all()
         except Exception as e:  # an op that cannot be captured: run eagerly, but say so
             log.warning("CUDA graph capture failed (%s); decoding without graphs", e)
+            self._drop_graphs()
             self.enabled = False
-            self.graphs.clear()
-            self.logits.clear()
-            self.greedy.clear()
+
+    def _drop_graphs(self) -> None:
+        self.graphs.clear()
+        self.logits.clear()
+        self.greedy.clear()
 
     def close(self) -> None:
         """Drop every captured graph (their private memory pool goes with them)."""
         self.enabled = False
-        self.graphs.clear()
-        self.logits.clear()
-        self.greedy.clear()
+        self._drop_graphs()
 
     # ---- capture ------------------------------------------------------------------------
     def _capture(self, key: GraphKey, pool: Any, stream: torch.cuda.Stream) -> None:
