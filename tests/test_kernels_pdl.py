@@ -59,7 +59,8 @@ def built() -> list[dict]:
 DECODE_KERNELS = {
     "_dp4a_rope_kernel", "_attn_kernel", "_dp4a_kernel", "_rms_norm_kernel", "_silu_mul_kernel",
     "_block_argmax_kernel", "_reduce_argmax_kernel", "_qmm_kernel", "_quant_act_kernel",
-    "_rope_store_kernel",
+    "_rope_store_kernel", "_qlinear_kernel", "_masked_block_argmax_kernel",
+    "_masked_reduce_kernel",
 }  # fmt: skip
 GEMVS = {"_dp4a_kernel", "_dp4a_rope_kernel"}
 
@@ -67,8 +68,8 @@ GEMVS = {"_dp4a_kernel", "_dp4a_rope_kernel"}
 def test_sm90_decode_kernels_wait_and_trigger(built: list[dict]) -> None:
     sm90 = [r for r in built if r.get("arch") == 90]
     assert DECODE_KERNELS <= {r["kernel"] for r in sm90}
-    for r in sm90:  # the others (the masked argmax of guided decoding) launch as before
-        assert r["launch_pdl"] == r["wait"] == r["trigger"] == (r["kernel"] in DECODE_KERNELS), r
+    for r in sm90:
+        assert r["launch_pdl"] and r["wait"] and r["trigger"], r
 
 
 def test_sm90_only_gemvs_load_before_waiting(built: list[dict]) -> None:

@@ -26,8 +26,8 @@ M = MODELS["llama3-8b"]
 
 def decode_launches(on: bool) -> list[Launch]:
     """QKV + RoPE (Q4_K q+k, Q6_K v), attention, the O / gate+up / down / LM head GEMVs and
-    a split-K one, norms, SiLU, argmax, the int8 quantizer, RoPE + int8 KV store, and the fused
-    GEMM of a batched step, with PDL on or off."""
+    a split-K one, the fp16 GEMV (--fp16-gemv), norms, SiLU, argmax (+ masked), the int8
+    quantizer, RoPE + int8 KV store, and the fused GEMM of a batched step, with PDL on or off."""
     d, f, h200 = M.dim, M.ffn, profile("h200")
     kv = space.kv_dtypes(h200)[0]
     with pdl.forced(on), capture() as launches:
@@ -38,6 +38,8 @@ def decode_launches(on: bool) -> list[Launch]:
             space._linear(LinearKernel.DP4A_GEMV, Dp4aConfig(4, 1, 1, split), "q4_k", n, k, 1,
                           torch.float16, False)  # fmt: skip
         space._pointwise(M, torch.float16, 1)
+        gemv = space._linear_config(h200, LinearKernel.GEMV, "q4_k", d, d, 1)  # --fp16-gemv
+        space._linear(LinearKernel.GEMV, gemv, "q4_k", d, d, 1, torch.float16, False)
         space._linear(LinearKernel.FUSED_GEMM, MMConfig(32, 64, 8), "q4_k", d, d, 32,
                       torch.float16, False)  # fmt: skip
     return launches

@@ -12,12 +12,25 @@ import triton.language as tl
 
 from localllm.kernels.fused.argmax_triton import BLOCK
 from localllm.kernels.fused.masked_argmax import check_masked_argmax
+from localllm.kernels.pdl import launch_args, pdl_enabled, pdl_enter
 
 
 @triton.jit
 def _masked_block_argmax_kernel(
-    X, MASK, ROWS, PM, PI, V, W, stride_x, stride_m, P, BLOCK: tl.constexpr
+    X,
+    MASK,
+    ROWS,
+    PM,
+    PI,
+    V,
+    W,
+    stride_x,
+    stride_m,
+    P,
+    BLOCK: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):
+    pdl_enter(PDL)
     k = tl.program_id(0).to(tl.int64)  # mask row
     p = tl.program_id(1)
     row = tl.load(ROWS + k)  # its logits row
@@ -38,7 +51,8 @@ def _masked_block_argmax_kernel(
 
 
 @triton.jit
-def _masked_reduce_kernel(PM, PI, ROWS, OUT, P, P_PAD: tl.constexpr):
+def _masked_reduce_kernel(PM, PI, ROWS, OUT, P, P_PAD: tl.constexpr, PDL: tl.constexpr = False):
+    pdl_enter(PDL)
     k = tl.program_id(0).to(tl.int64)
     p = tl.arange(0, P_PAD)
     m = tl.load(PM + k * P + p, mask=p < P, other=float("-inf"))
@@ -63,7 +77,9 @@ def masked_argmax_triton(
     p = triton.cdiv(v, block)
     pm = torch.empty((r, p), dtype=torch.float32, device=logits.device)
     pi = torch.empty((r, p), dtype=torch.int32, device=logits.device)
+    pdl = pdl_enabled(logits.device)
     _masked_block_argmax_kernel[(r, p)](logits, bitmask, rows, pm, pi, v, w, logits.stride(0),
-                                        bitmask.stride(0), p, BLOCK=block, num_warps=8)  # fmt: skip
+                                        bitmask.stride(0), p, BLOCK=block, PDL=pdl, num_warps=8,
+                                        **launch_args(pdl))  # fmt: skip
     _masked_reduce_kernel[(r,)](pm, pi, rows, out, p, P_PAD=max(2, triton.next_power_of_2(p)),
-                                num_warps=1)  # fmt: skip
+                                PDL=pdl, num_warps=1, **launch_args(pdl))  # fmt: skip

@@ -28,6 +28,7 @@ from localllm.kernels.linear.gemv_core_triton import (
     _write_out,
 )
 from localllm.kernels.linear.half2_triton import _vec_h2
+from localllm.kernels.pdl import pdl_enter
 from localllm.kernels.plan import DOT_MAX_T
 from localllm.kernels.quant import kernel_facts, triton_hooks
 
@@ -40,12 +41,14 @@ def _qlinear_kernel(
     MODE: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
     NG: tl.constexpr, W: tl.constexpr, F: tl.constexpr, QB: tl.constexpr, QC: tl.constexpr,
     HAS_MIN: tl.constexpr, TWO: tl.constexpr, Z: tl.constexpr, ATOMIC: tl.constexpr,
-    HAS_BIAS: tl.constexpr, H2: tl.constexpr,
+    HAS_BIAS: tl.constexpr, H2: tl.constexpr, PDL: tl.constexpr = False,
 ):  # fmt: skip
     """out [T, N] = x [T, K] @ W^T (+ bias), K = W F G; program (n, m, k) owns rows
     [n BN, n BN + BN), x rows [m BM, m BM + BM) and groups [k per_split, (k + 1) per_split).
     The format: its Triton functions LOAD (`load_tile`), FIELD,
-    H2_WORD, QUANT and its facts W, F, QB, QC, HAS_MIN, TWO, Z (`kernel_constexprs`)."""
+    H2_WORD, QUANT and its facts W, F, QB, QC, HAS_MIN, TWO, Z (`kernel_constexprs`).
+    PDL: programmatic dependent launch (`kernels/pdl.py`)."""
+    pdl_enter(PDL)
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     pid_k = tl.program_id(2)
