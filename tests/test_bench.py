@@ -47,6 +47,7 @@ def test_every_scenario_matches_the_schema(full_run) -> None:
     assert doc["scenarios"] == ["pp", "tg", "serve", "prefix", "itl", "kv", "spec"]
     assert doc["model"]["sha256"].startswith("270cba1b")  # testdata/README's hash
     assert doc["system"]["device"] == "cpu" and doc["engine"]["kv_dtype"] == "fp32"
+    assert doc["engine"]["pdl"] is False and doc["engine"]["cuda_graphs"] is False
 
 
 def test_tokens_counted_equal_tokens_requested(full_run) -> None:

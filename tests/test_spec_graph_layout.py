@@ -164,7 +164,7 @@ def test_graph_capture_retries_without_pdl(monkeypatch, caplog) -> None:
     kept, one warning); one that fails both ways, or without PDL in play, decodes eagerly."""
     g, calls = _bare_graph_runner(monkeypatch, True, True, False)
     g._capture_or_fall_back()
-    assert calls == [False, True] and g.enabled and len(g.graphs) == 1
+    assert calls == [False, True] and g.enabled and len(g.graphs) == 1 and not g.pdl
     assert "capturing the graphs without it" in caplog.text
     g, calls = _bare_graph_runner(monkeypatch, True, True, True)
     g._capture_or_fall_back()
@@ -174,4 +174,4 @@ def test_graph_capture_retries_without_pdl(monkeypatch, caplog) -> None:
     assert calls == [False] and not g.enabled and not g.graphs
     g, calls = _bare_graph_runner(monkeypatch, True, False, True)
     g._capture_or_fall_back()
-    assert calls == [False] and g.enabled and len(g.graphs) == 1
+    assert calls == [False] and g.enabled and len(g.graphs) == 1 and g.pdl

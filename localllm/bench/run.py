@@ -49,7 +49,8 @@ def _header(eng: Any, bandwidth: float, model_label: str, command: str | None) -
             "max_model_len": eng.max_model_len,
             "max_num_seqs": eng.cfg.max_num_seqs,
             "kv_capacity_tokens": r.num_kv_tokens,
-            "cuda_graphs": r.graphs is not None,
+            "cuda_graphs": r.graphs is not None and r.graphs.enabled,
+            "pdl": r.launches_pdl,
         },
     }
 

@@ -90,7 +90,8 @@ SCHEMA = {
                        "method": STR, "weight_bytes_per_token": INT, "ceiling_tok_s": OPT_NUM}),
         "engine": _obj({"backend": STR, "kv_dtype": STR, "block_size": INT, "max_model_len": INT,
                         "max_num_seqs": INT, "kv_capacity_tokens": INT,
-                        "cuda_graphs": {"type": "boolean"}}),
+                        "cuda_graphs": {"type": "boolean"}},
+                       {"pdl": {"type": "boolean"}}),  # absent before session 9's results
         "sizes": {"type": "object"},
         "scenarios": {"type": "array", "items": {"enum": list(ROWS)}},
         "results": {"type": "object", "additionalProperties": False,

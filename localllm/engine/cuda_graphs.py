@@ -105,17 +105,19 @@ class GraphRunner:
         """Capture every graph. If that fails while kernels launch with programmatic dependent
         launch (kernels/pdl.py: a driver that cannot capture such launches, say), capture them
         again without it; if capture still fails, decode eagerly. Each fallback is a warning."""
+        self.pdl = pdl_enabled(self.runner.device)  # whether the graphs' kernels launch with PDL
         try:
             self._capture_all()
             return
         except Exception as e:
             self._drop_graphs()
-            if not pdl_enabled(self.runner.device):
+            if not self.pdl:
                 log.warning("CUDA graph capture failed (%s); decoding without graphs", e)
                 self.enabled = False
                 return
             log.warning("CUDA graph capture with programmatic dependent launch failed (%s); "
                         "capturing the graphs without it", e)  # fmt: skip
+        self.pdl = False
         try:
             with pdl_forced(False):
                 self._capture_all()

@@ -31,6 +31,7 @@ from localllm.engine.kv_cache import KVPoolPlanner
 from localllm.engine.progress import LoadProgress
 from localllm.engine.scheduler import ScheduledBatch
 from localllm.errors import OutOfMemoryError
+from localllm.kernels.pdl import pdl_enabled
 from localllm.kernels.registry import Ops
 from localllm.model.batch import ForwardBatch, KVCache
 from localllm.model.registry import ARCHS
@@ -140,6 +141,14 @@ class ModelRunner:
         )
         n = len(self.graphs.graphs)
         log.info("captured %d CUDA graphs in %.1f s", n, time.perf_counter() - t0)
+
+    @property
+    def launches_pdl(self) -> bool:
+        """Whether decode kernels launch with programmatic dependent launch (kernels/pdl.py):
+        as the CUDA graphs were captured, else as eager launches would."""
+        if self.graphs is not None and self.graphs.enabled:
+            return self.graphs.pdl
+        return pdl_enabled(self.device)
 
     # ---- memory -------------------------------------------------------------------------
     def close(self) -> None:
