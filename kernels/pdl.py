@@ -14,8 +14,10 @@ without PDL (torch's own, the rest of ours) keep plain stream order.
 Memory order stays that of plain launches: `pdl_wait` returns once the previous grid has
 completed and its writes are visible, and that grid passed its own wait only after its
 predecessor completed, so every earlier kernel is done (a kernel launched without PDL, torch's
-own among them, waits for its predecessor as always). One owner decides: `pdl_enabled`. `LOCALLLM_PDL=0` turns it off, to measure it against
-plain launches in one process (`scripts/probe_pdl.py`) or to rule it out.
+own among them, waits for its predecessor as always). One owner decides: `pdl_enabled`.
+`LOCALLLM_PDL=0` turns it off, to measure it against plain launches in one process
+(`scripts/probe_pdl.py`) or to rule it out; a graph capture that fails with PDL is redone
+without it (`engine/cuda_graphs.py`).
 
 Measured (BENCHMARKS.md, session 9, H100): batch-1 decode +18% on llama3-8b-q4_k_m, +10.5% on
 llama2-7b-q4_0. Tried and dropped: each GEMV program also asking L2 for its whole weight tile
