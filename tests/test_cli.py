@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -91,6 +92,17 @@ def test_bad_model_files(tmp_path, testdata):
     cut = tmp_path / "cut.gguf"
     cut.write_bytes(real[: len(real) // 2])
     _assert_one_line_error(_run("generate", "-m", str(cut), "-p", "x"), str(cut), "truncated")
+
+
+def test_bad_pdl_setting_is_one_line(testdata):
+    """LOCALLLM_PDL (kernels/pdl.py) takes 0 or 1; anything else stops the start with one line."""
+    model = str(testdata / "models" / "stories260K.gguf")
+    r = subprocess.run(
+        [sys.executable, "-m", "localllm.cli", "generate", "-m", model, "-p", "x", "-n", "2"],
+        capture_output=True, text=True, timeout=300, cwd="/",
+        env={**os.environ, "LOCALLLM_PDL": "yes"},
+    )  # fmt: skip
+    _assert_one_line_error(r, "LOCALLLM_PDL='yes': expected one of 0, 1")
 
 
 def _tiny(tmp_path, name: str, **kw) -> str:

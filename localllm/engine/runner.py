@@ -30,7 +30,8 @@ from localllm.engine.cuda_graphs import MIXED_CHUNK, GraphRunner
 from localllm.engine.kv_cache import KVPoolPlanner
 from localllm.engine.progress import LoadProgress
 from localllm.engine.scheduler import ScheduledBatch
-from localllm.errors import OutOfMemoryError
+from localllm.errors import LocalLLMError, OutOfMemoryError
+from localllm.kernels.pdl import env_enabled as pdl_env_enabled
 from localllm.kernels.pdl import pdl_enabled
 from localllm.kernels.registry import Ops
 from localllm.model.batch import ForwardBatch, KVCache
@@ -67,6 +68,10 @@ class ModelRunner:
         self.cfg = cfg
         self.model_cfg = model_cfg
         self.device = pick_device(cfg.device)
+        try:  # a bad LOCALLLM_PDL is the user's one-line error, before anything loads
+            pdl_env_enabled()
+        except ValueError as e:
+            raise LocalLLMError(str(e)) from None
         if self.device.type == "cuda":  # an earlier engine deleted without close()
             release_device_memory(self.device)
         self.backend = pick_backend(cfg.backend, self.device)
