@@ -20,12 +20,12 @@ import os
 import time
 
 import torch
+from probe_step import decode_graph_replay_s  # scripts/ (this script's folder)
 
 from localllm.bench.models import resolve_model
 from localllm.cli.args import add_engine_args, engine_config
 from localllm.core import SamplingParams
 from localllm.engine.engine import LLMEngine
-from localllm.engine.graph_layout import GraphKey
 
 
 def measure(a: argparse.Namespace, mode: str) -> dict:
@@ -47,20 +47,10 @@ def measure(a: argparse.Namespace, mode: str) -> dict:
         times.append(time.perf_counter())
     steps = times[a.warmup :]
     step_s = (steps[-1] - steps[0]) / (len(steps) - 1)
-    graphs = engine.runner.graphs
-    g = graphs.graphs[GraphKey(graphs._bucket(graphs.buckets, 1), 0)]
-    ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    for _ in range(10):
-        g.replay()
-    ev0.record()
-    for _ in range(a.replays):
-        g.replay()
-    ev1.record()
-    torch.cuda.synchronize()
-    replay_s = ev0.elapsed_time(ev1) / 1e3 / a.replays
+    replay_s = decode_graph_replay_s(engine, 1, a.replays, warmup=10)
     weight_bytes = engine.runner.weight_bytes
     engine.close()
-    del engine, g, graphs
+    del engine
     gc.collect()
     torch.cuda.empty_cache()
     return {"mode": mode, "model": os.path.basename(a.model), "engine_start_s": round(start_s, 1),

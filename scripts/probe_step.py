@@ -20,6 +20,24 @@ from localllm.engine.graph_layout import GraphKey
 from localllm.engine.step_sampling import sample_step
 
 
+def decode_graph_replay_s(engine: LLMEngine, batch: int, replays: int, warmup: int = 0) -> float:
+    """Seconds per replay of the engine's decode CUDA graph for `batch` streams, replayed back
+    to back (after `warmup` untimed replays)."""
+    graphs = engine.runner.graphs
+    assert graphs is not None, "the engine captured no CUDA graphs"
+    g = graphs.graphs[GraphKey(graphs._bucket(graphs.buckets, batch), 0)]
+    torch.cuda.synchronize()
+    for _ in range(warmup):
+        g.replay()
+    ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    ev0.record()
+    for _ in range(replays):
+        g.replay()
+    ev1.record()
+    torch.cuda.synchronize()
+    return ev0.elapsed_time(ev1) / 1e3 / replays
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     add_engine_args(ap, model_required=False)
@@ -44,16 +62,7 @@ def main() -> None:
     torch.cuda.synchronize()
     step = (time.perf_counter() - t0) / a.steps
 
-    graphs = engine.runner.graphs
-    g = graphs.graphs[GraphKey(graphs._bucket(graphs.buckets, a.batch), 0)]
-    torch.cuda.synchronize()
-    ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    ev0.record()
-    for _ in range(a.steps):
-        g.replay()
-    ev1.record()
-    torch.cuda.synchronize()
-    replay = ev0.elapsed_time(ev1) / 1e3 / a.steps
+    replay = decode_graph_replay_s(engine, a.batch, a.steps)
 
     # host phases of an engine step, synchronizing after the GPU part
     phases = {
