@@ -93,6 +93,13 @@ def launch_args(pdl: bool) -> dict[str, bool]:
     return {"launch_pdl": True} if pdl else {}
 
 
+def pdl_args(device: torch.device) -> dict[str, bool]:
+    """The keywords of one launch of a PDL-aware kernel on `device`: its `PDL` constexpr and,
+    when on, Triton's `launch_pdl`."""
+    on = pdl_enabled(device)
+    return {"PDL": on, **launch_args(on)}
+
+
 @triton.jit
 def pdl_trigger(PDL: tl.constexpr):
     """Let the next kernel's programs launch once every program of this one has started."""

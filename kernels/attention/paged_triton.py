@@ -20,7 +20,7 @@ from localllm.kernels.attention.paged_triton_kernels import _attn_kernel, _merge
 from localllm.kernels.device import DeviceProps, device_props
 from localllm.kernels.fused.quant_act import QUANT_CODES, QAct
 from localllm.kernels.fused.quant_act_triton import act_buffers
-from localllm.kernels.pdl import launch_args, pdl_enabled
+from localllm.kernels.pdl import pdl_args
 from localllm.kernels.plan import ATTN_DECODE_MAX_Q as DECODE_MAX_Q
 from localllm.kernels.scratch import ZeroScratch
 
@@ -189,7 +189,7 @@ def run_paged_attention(
     xq, xs = act_buffers(1, hq * d, q.device) if code else (out, out)
     grid = (plan.m_blocks, batch * n_kv, plan.parts)
     cnt = _COUNTERS.get(q.device, grid[0] * grid[1]) if merge else lse_p
-    pdl = pdl_enabled(q.device)
+    pdl = pdl_args(q.device)
     _attn_kernel[grid](
         q, k_cache, v_cache, ks, vs, block_tables, cu_seqlens_q, seq_lens, out, out_p,
         lse_p, q.stride(0), q.stride(1), *k_cache.stride()[:3], *v_cache.stride()[:3],
@@ -198,15 +198,13 @@ def run_paged_attention(
         scale * math.log2(math.e), cnt, xq, xs, G=group, BLOCK_M=plan.block_m,
         BLOCK_N=plan.block_n, HEAD_DIM=d, D_PAD=d_pad, BLOCK_SIZE=bs, QUANT=kv_quant,
         SPLIT=split, IEEE=q.dtype == torch.float32, MERGE=merge,
-        OUT_QUANT=code if merge else 0, PDL=pdl, num_warps=plan.num_warps, num_stages=num_stages,
-        **launch_args(pdl),
+        OUT_QUANT=code if merge else 0, num_warps=plan.num_warps, num_stages=num_stages, **pdl,
     )  # fmt: skip
     if split and not merge:
         _merge_kernel[(t, hq)](
             out_p, lse_p, out, xq, xs, lse_p.stride(0), lse_p.stride(1), out.stride(0),
             out.stride(1), plan.parts, hq, HEAD_DIM=d, D_PAD=d_pad,
-            P_PAD=max(2, triton.next_power_of_2(plan.parts)), QUANT=code, PDL=pdl, num_warps=4,
-            **launch_args(pdl),
+            P_PAD=max(2, triton.next_power_of_2(plan.parts)), QUANT=code, num_warps=4, **pdl,
         )  # fmt: skip
     if code and quant is not None and out.is_contiguous():
         return QAct(out.view(1, hq * d), {quant: (xq, xs)})

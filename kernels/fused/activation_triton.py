@@ -8,7 +8,7 @@ import triton.language as tl
 
 from localllm.kernels.fused.quant_act import QUANT_CODES, QAct
 from localllm.kernels.fused.quant_act_triton import _quant_store, act_buffers
-from localllm.kernels.pdl import launch_args, pdl_enabled, pdl_enter
+from localllm.kernels.pdl import pdl_args, pdl_enter
 from localllm.kernels.plan import emits_int8
 
 
@@ -57,7 +57,6 @@ def silu_mul(gate: torch.Tensor, up: torch.Tensor, quant: str | None = None) -> 
     # H200, one row in a CUDA graph (scripts/sweep_small_kernels.py): 512 columns x 4 warps per
     # program 1.57 us for F = 14336, 2048 columns 2.80 us (fewer, longer programs)
     block = max(32, min(triton.next_power_of_2(f), 512))
-    pdl = pdl_enabled(gate.device)
     _silu_mul_kernel[(t, triton.cdiv(f, block))](
         gate,
         up,
@@ -70,8 +69,7 @@ def silu_mul(gate: torch.Tensor, up: torch.Tensor, quant: str | None = None) -> 
         f,
         BLOCK=block,
         QUANT=code,
-        PDL=pdl,
         num_warps=4 if block >= 512 else 2,
-        **launch_args(pdl),
+        **pdl_args(gate.device),
     )
     return QAct(out, {quant: (xq, xs)}) if code and quant is not None else out

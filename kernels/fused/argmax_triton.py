@@ -11,7 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from localllm.kernels.pdl import launch_args, pdl_enabled, pdl_enter
+from localllm.kernels.pdl import pdl_args, pdl_enter
 
 BLOCK = 4096
 
@@ -54,9 +54,9 @@ def argmax_triton(logits: torch.Tensor) -> torch.Tensor:
     p = triton.cdiv(v, block)
     pm = torch.empty((s, p), dtype=torch.float32, device=logits.device)
     pi = torch.empty((s, p), dtype=torch.int32, device=logits.device)
-    pdl = pdl_enabled(logits.device)
-    _block_argmax_kernel[(s, p)](logits, pm, pi, v, logits.stride(0), p, BLOCK=block, PDL=pdl,
-                                 num_warps=8, **launch_args(pdl))  # fmt: skip
-    _reduce_argmax_kernel[(s,)](pm, pi, out, p, P_PAD=max(2, triton.next_power_of_2(p)), PDL=pdl,
-                                num_warps=1, **launch_args(pdl))  # fmt: skip
+    pdl = pdl_args(logits.device)
+    _block_argmax_kernel[(s, p)](logits, pm, pi, v, logits.stride(0), p, BLOCK=block, num_warps=8,
+                                 **pdl)  # fmt: skip
+    _reduce_argmax_kernel[(s,)](pm, pi, out, p, P_PAD=max(2, triton.next_power_of_2(p)),
+                                num_warps=1, **pdl)  # fmt: skip
     return out

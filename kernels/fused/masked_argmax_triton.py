@@ -12,7 +12,7 @@ import triton.language as tl
 
 from localllm.kernels.fused.argmax_triton import BLOCK
 from localllm.kernels.fused.masked_argmax import check_masked_argmax
-from localllm.kernels.pdl import launch_args, pdl_enabled, pdl_enter
+from localllm.kernels.pdl import pdl_args, pdl_enter
 
 
 @triton.jit
@@ -77,9 +77,8 @@ def masked_argmax_triton(
     p = triton.cdiv(v, block)
     pm = torch.empty((r, p), dtype=torch.float32, device=logits.device)
     pi = torch.empty((r, p), dtype=torch.int32, device=logits.device)
-    pdl = pdl_enabled(logits.device)
+    pdl = pdl_args(logits.device)
     _masked_block_argmax_kernel[(r, p)](logits, bitmask, rows, pm, pi, v, w, logits.stride(0),
-                                        bitmask.stride(0), p, BLOCK=block, PDL=pdl, num_warps=8,
-                                        **launch_args(pdl))  # fmt: skip
+                                        bitmask.stride(0), p, BLOCK=block, num_warps=8, **pdl)  # fmt: skip
     _masked_reduce_kernel[(r,)](pm, pi, rows, out, p, P_PAD=max(2, triton.next_power_of_2(p)),
-                                PDL=pdl, num_warps=1, **launch_args(pdl))  # fmt: skip
+                                num_warps=1, **pdl)  # fmt: skip

@@ -10,7 +10,7 @@ import triton.language as tl
 
 from localllm.kernels.fused.quant_act import QUANT_CODES, QAct
 from localllm.kernels.fused.quant_act_triton import _quant_store, act_buffers
-from localllm.kernels.pdl import launch_args, pdl_enabled, pdl_enter
+from localllm.kernels.pdl import pdl_args, pdl_enter
 from localllm.kernels.plan import emits_int8, norm_block_cols
 
 
@@ -97,7 +97,6 @@ def _launch(
     # H200, one row of 4096 in a CUDA graph (scripts/sweep_small_kernels.py): 512 columns x 8
     # warps 2.12 us, x 16 warps 2.32 us
     warps = min(max(block_c // 64, 1), 8) if block_c < block else min(max(block // 256, 1), 16)
-    pdl = pdl_enabled(x.device)
     _rms_norm_kernel[(x2.shape[0], triton.cdiv(d, block_c))](
         x2,
         r2,
@@ -116,9 +115,8 @@ def _launch(
         BLOCK_C=block_c,
         HAS_RESIDUAL=residual is not None,
         QUANT=code,
-        PDL=pdl,
         num_warps=warps,
-        **launch_args(pdl),
+        **pdl_args(x.device),
     )
     y = out.view(x.shape)
     res = QAct(y, {quant: (xq, xs)}) if code and quant is not None else y

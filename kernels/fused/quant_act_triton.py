@@ -9,7 +9,7 @@ import triton
 import triton.language as tl
 
 from localllm.kernels.fused.quant_act import GROUP, LAYOUTS, QAct
-from localllm.kernels.pdl import launch_args, pdl_enabled, pdl_enter
+from localllm.kernels.pdl import pdl_args, pdl_enter
 
 
 @triton.jit
@@ -69,10 +69,9 @@ def quant_act_triton(x: torch.Tensor, layout: str) -> tuple[torch.Tensor, torch.
     if x.stride(1) != 1:
         x = x.contiguous()
     b = min(1024, triton.next_power_of_2(k))
-    pdl = pdl_enabled(x.device)
     _quant_act_kernel[(t, triton.cdiv(k, b))](
-        x, xq, xs, k, x.stride(0), B=b, W8=layout == "w8", PDL=pdl, num_warps=4,
-        **launch_args(pdl),
+        x, xq, xs, k, x.stride(0), B=b, W8=layout == "w8", num_warps=4,
+        **pdl_args(x.device),
     )  # fmt: skip
     return xq, xs
 

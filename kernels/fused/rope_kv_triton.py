@@ -16,7 +16,7 @@ import triton.language as tl
 
 from localllm.kernels.attention.kv_dtypes import kv_qmax
 from localllm.kernels.fused.rope_kv import check_rope_store_args
-from localllm.kernels.pdl import launch_args, pdl_enabled, pdl_enter
+from localllm.kernels.pdl import pdl_args, pdl_enter
 
 
 @triton.jit
@@ -193,15 +193,14 @@ def rope_store_kv(
     half = d // 2
     cs = cos_sin.float()  # [max_pos, D]
     kvb = 1  # KV heads per program
-    pdl = pdl_enabled(q.device)
     _rope_store_kernel[(t, triton.cdiv(hkv, kvb))](
         q, k, v, positions, cs, k_cache, v_cache, ks, vs, slot_mapping, q.stride(0),
         q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), cs.stride(0),
         *k_cache.stride()[:3], *v_cache.stride()[:3], ks.stride(0), ks.stride(1),
         vs.stride(0), vs.stride(1), hq, hkv, BLOCK_SIZE=k_cache.shape[2], HALF=half,
         HALF_PAD=triton.next_power_of_2(half), HQ_PAD=triton.next_power_of_2(kvb * (hq // hkv)),
-        HKV_PAD=kvb, INTERLEAVED=bool(interleaved), QMAX=qmax, PDL=pdl,
-        num_warps=_num_warps(kvb, half), **launch_args(pdl),
+        HKV_PAD=kvb, INTERLEAVED=bool(interleaved), QMAX=qmax,
+        num_warps=_num_warps(kvb, half), **pdl_args(q.device),
     )  # fmt: skip
 
 

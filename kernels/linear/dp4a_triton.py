@@ -27,7 +27,7 @@ import triton
 import triton.language as tl
 
 from localllm.kernels.linear.gemv_core_triton import _write_out, plane_args
-from localllm.kernels.pdl import launch_args, pdl_enabled, pdl_trigger, pdl_wait
+from localllm.kernels.pdl import pdl_args, pdl_trigger, pdl_wait
 from localllm.kernels.quant import kernel_facts, triton_hooks
 
 
@@ -273,10 +273,10 @@ def format_constexprs(fmt: str, suffix: str = "") -> dict[str, object]:
 
 
 def kernel_constexprs(fmt: str, bn: int, ng: int, rb: int, atomic: bool, has_bias: bool,
-                      emu: bool, pdl: bool = False) -> dict[str, object]:  # fmt: skip
+                      emu: bool) -> dict[str, object]:  # fmt: skip
     """The constexpr arguments of `_dp4a_kernel` for one launch."""
     return dict(**format_constexprs(fmt), BN=bn, NG=ng, RB=rb, ATOMIC=atomic, HAS_BIAS=has_bias,
-                EMU=emu, PDL=pdl)  # fmt: skip
+                EMU=emu)  # fmt: skip
 
 
 # activation rows one program can take (`_dp4a_dot_rows` holds one accumulator per row)
@@ -312,12 +312,11 @@ def dp4a_launch(
         return out.to(out_dtype)
     rb = min(cfg.rb, t) if cfg.rb else row_block(t)
     grid = (triton.cdiv(t, rb), triton.cdiv(n, cfg.bn), split)
-    pdl = pdl_enabled(xq.device)
     _dp4a_kernel[grid](
         xq, xs, out, bias if bias is not None else out, *plane_args(planes),
         t, n, groups, per_split, k // 4, xs.stride(0), out.stride(0),
-        **kernel_constexprs(fmt, cfg.bn, ng, rb, split > 1, bias is not None, _emu(), pdl),
-        num_warps=cfg.warps, num_stages=1, **launch_args(pdl),
+        **kernel_constexprs(fmt, cfg.bn, ng, rb, split > 1, bias is not None, _emu()),
+        num_warps=cfg.warps, num_stages=1, **pdl_args(xq.device),
     )  # fmt: skip
     return out if split == 1 else out.to(out_dtype)
 
@@ -355,7 +354,6 @@ def dp4a_rope_launch(
         return k // kernel_facts(fmt).group
 
     pairs = sum(n for _, n, _ in weights) // 2
-    pdl = pdl_enabled(xq.device)
     _dp4a_rope_kernel[(pairs, t)](
         xq, xs, out, bias if bias is not None else out, *plane_args(pa), *plane_args(pb), positions, cos_sin,
         slot_mapping, k_cache, v_cache, groups(fa), groups(fb), na // 2, head0, k // 4,
@@ -363,5 +361,5 @@ def dp4a_rope_launch(
         n_kv_heads, **format_constexprs(fa, "_A"), **format_constexprs(fb, "_B"),
         NG=min(64, triton.next_power_of_2(min(groups(fa), groups(fb)))), HEAD_DIM=head_dim,
         BLOCK_SIZE=k_cache.shape[2], INTERLEAVED=bool(interleaved), HAS_BIAS=bias is not None,
-        EMU=_emu(), PDL=pdl, num_warps=2, num_stages=1, **launch_args(pdl),
+        EMU=_emu(), num_warps=2, num_stages=1, **pdl_args(xq.device),
     )  # fmt: skip

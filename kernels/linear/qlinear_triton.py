@@ -25,7 +25,7 @@ from localllm.kernels.linear.gemv_triton import (
 )
 from localllm.kernels.linear.qlinear import QuantWeight
 from localllm.kernels.linear.qmm_triton import mm_config, qmm_launch
-from localllm.kernels.pdl import launch_args, pdl_enabled
+from localllm.kernels.pdl import pdl_args
 from localllm.kernels.plan import LinearKernel, linear_kernel
 from localllm.kernels.quant import kernel_facts
 
@@ -67,11 +67,10 @@ def _launch(
     per_split = triton.cdiv(triton.cdiv(groups, ng), cfg.split) * ng
     grid = (triton.cdiv(w.n, cfg.bn), triton.cdiv(t, cfg.bm), cfg.split)
     consts = kernel_constexprs(w.fmt, cfg, _h2_mode(x, w.fmt, cfg), bias is not None)
-    pdl = pdl_enabled(x.device)
     _qlinear_kernel[grid](
         x, out, bias if bias is not None else out, *planes,
         t, w.n, groups, x.stride(0), out.stride(0), per_split,
-        **consts, PDL=pdl, num_warps=cfg.warps, num_stages=cfg.stages, **launch_args(pdl),
+        **consts, num_warps=cfg.warps, num_stages=cfg.stages, **pdl_args(x.device),
     )  # fmt: skip
 
 

@@ -29,7 +29,7 @@ import triton
 import triton.language as tl
 
 from localllm.kernels.linear.gemv_core_triton import _write_out, plane_args
-from localllm.kernels.pdl import launch_args, pdl_enabled, pdl_enter
+from localllm.kernels.pdl import pdl_args, pdl_enter
 from localllm.kernels.quant import kernel_facts, triton_hooks
 from localllm.kernels.scratch import ZeroScratch
 
@@ -254,12 +254,11 @@ def _launch(x, planes, fmt, n, bias, cfg: MMConfig) -> torch.Tensor:
     # split K: fp32 atomics into a persistent zeroed workspace, converted in the kernel
     acc = _WORKSPACE.get(x.device, t * n).view(t, n) if split > 1 else out
     cnt = _COUNTERS.get(x.device, grid[0] * grid[1]) if split > 1 else out
-    pdl = pdl_enabled(x.device)
     _qmm_kernel[grid](
         x, acc, bias if bias is not None else acc, *plane_args(planes), out, cnt,
         t, n, groups, x.stride(0), acc.stride(0), per_split,
-        **kernel_constexprs(fmt, cfg, ng, split > 1, bias is not None, x.dtype), PDL=pdl,
-        num_warps=cfg.warps, **launch_args(pdl),
+        **kernel_constexprs(fmt, cfg, ng, split > 1, bias is not None, x.dtype),
+        num_warps=cfg.warps, **pdl_args(x.device),
     )  # fmt: skip
     return out
 
