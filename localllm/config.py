@@ -194,6 +194,14 @@ class EngineConfig:
     # most decoding sequences that still speculate (None: DEFAULT_SPEC_MAX_BATCH, measured);
     # not a command-line option: for measurements and tests
     spec_max_batch: int | None = option(None, None, "")
+    step_overlap: str = option(
+        "auto",
+        "--step-overlap",
+        "launch a greedy decode step before the previous step's tokens reach the host, so the "
+        "GPU does not wait for detokenizing and scheduling",
+        choices=("auto", "on", "off"),
+        shown="auto: on with CUDA graphs",
+    )
     threads: int | None = option(
         None,
         "--threads",
@@ -227,6 +235,8 @@ class EngineConfig:
             raise ValueError(f"--spec-tokens must be in [0, {MAX_SPEC_TOKENS}]")
         if self.spec_max_batch is not None and self.spec_max_batch < 1:
             raise ValueError("spec_max_batch must be >= 1")
+        if self.step_overlap not in ("auto", "on", "off"):
+            raise ValueError(f"--step-overlap must be auto, on or off, got {self.step_overlap!r}")
         if not 1 <= self.spec_ngram_min <= self.spec_ngram_max:
             raise ValueError("need 1 <= --spec-ngram-min <= --spec-ngram-max")
 
@@ -241,6 +251,11 @@ class EngineConfig:
         if self.spec_tokens is not None:
             return self.spec_tokens
         return default_spec_tokens(device_type)
+
+    def step_overlap_on(self, graphs: bool) -> bool:
+        """Whether decode steps overlap (engine/overlap.py): the flag, else on exactly when
+        steps replay CUDA graphs (eagerly, the host waits for each kernel's launch anyway)."""
+        return graphs if self.step_overlap == "auto" else self.step_overlap == "on"
 
     @property
     def spec_batch_cutoff(self) -> int:

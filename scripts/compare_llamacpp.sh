@@ -31,6 +31,8 @@ part1() {
   [ -f "$anchors/llamacpp.sh" ] || { echo "missing $anchors/llamacpp.sh: carry ../shared/anchors to .carry/anchors"; exit 2; }
   if [ -x "$bin/llama-bench" ] && [ -x "$bin/llama-batched-bench" ]; then
     echo "llama.cpp already built"
+  elif pgrep -f "llamacpp.sh build" >/dev/null; then
+    echo "llama.cpp build already running (started by an earlier command of this machine)"
   else
     setsid nohup bash "$anchors/llamacpp.sh" build > /tmp/lc-build.log 2>&1 &
   fi

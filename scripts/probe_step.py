@@ -1,6 +1,6 @@
 """Where a decode step's wall time goes (batch 1, or --batch B streams): GPU time of the
-captured graph alone (replayed back to back) against a full engine step, and the host phases
-of a step.
+captured graph alone (replayed back to back) against a full engine step, with step overlap
+(engine/overlap.py) off and on, and the host phases of a plain step.
 
 Usage: python3 scripts/probe_step.py [--model llama3-8b-q4_k_m] [--steps 200] [--batch 1]
 """
@@ -55,12 +55,19 @@ def main() -> None:
     rids = [engine.add_request([bos, 100 + i], params) for i in range(a.batch)]
     for _ in range(20):
         engine.step()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(a.steps):
+    step_by_overlap = {}
+    for overlap in (False, True):  # engine steps with step overlap off, then on
+        engine.overlap = overlap
         engine.step()
-    torch.cuda.synchronize()
-    step = (time.perf_counter() - t0) / a.steps
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(a.steps):
+            engine.step()
+        torch.cuda.synchronize()
+        step_by_overlap[overlap] = (time.perf_counter() - t0) / a.steps
+    engine.overlap = False  # the phase loop below is a plain step
+    engine.step()
+    step = step_by_overlap[False]
 
     replay = decode_graph_replay_s(engine, a.batch, a.steps)
 
@@ -94,9 +101,14 @@ def main() -> None:
     for rid in rids:
         engine.abort(rid)
     b = a.batch
+    ov = step_by_overlap[True]
     print(
         f"batch {b}: engine step {1e6 * step:.1f} us ({b / step:.1f} tok/s); graph replay alone "
         f"{1e6 * replay:.1f} us ({b / replay:.1f} tok/s); host gap {1e6 * (step - replay):.1f} us"
+    )
+    print(
+        f"batch {b}: with step overlap {1e6 * ov:.1f} us ({b / ov:.1f} tok/s), "
+        f"{step / ov:.3f}x; host gap {1e6 * (ov - replay):.1f} us"
     )
     for k, v in phases.items():
         print(f"  {k}: {1e6 * v:.1f} us")

@@ -88,6 +88,32 @@ def test_pdl_graphs_match_plain_graphs(testdata, monkeypatch, batch):
     assert outs["0"] == outs["1"]
 
 
+def test_step_overlap_matches_plain_steps(testdata):
+    """Decode graphs launched ahead of the previous step's tokens (engine/overlap.py, on by
+    default with graphs) give the tokens of plain steps, with requests of different lengths
+    and a stop id ending sequences mid-chain, at batch 1 and 4 (and speculation on)."""
+    gold = json.loads((testdata / "golden" / "pycode-22m-q4_k_m_greedy.json").read_text())
+    prompts = [p["prompt_ids"] for p in gold["prompts"]][:4]
+    params = [SamplingParams(max_tokens=n, temperature=0.0, ignore_eos=True) for n in (96, 50, 7)]
+    stop = gold["prompts"][3]["greedy_ids"][40]  # ends it at or before its 41st token
+    params.append(SamplingParams(max_tokens=96, temperature=0.0, stop_token_ids=[stop]))
+    outs, ahead = {}, {}
+    for mode in ("off", "on"):
+        for spec in (0, 4):
+            eng = _engine(testdata / "models" / "pycode-22m-q4_k_m.gguf", step_overlap=mode,
+                          spec_tokens=spec)  # fmt: skip
+            outs[mode, spec] = [
+                eng.generate(prompts[:1], params[:1]),
+                eng.generate(prompts, params),
+            ]
+            ahead[mode, spec] = eng.stats.steps_ahead
+            eng.close()
+            del eng
+            _release()
+    assert outs["on", 0] == outs["off", 0] == outs["on", 4] == outs["off", 4]
+    assert ahead["off", 0] == 0 and ahead["on", 0] > 100 and ahead["on", 4] > 0, ahead
+
+
 def test_kv_dtype_quality(testdata):
     """Held-out NLL with int8 and fp8 KV within 1% of fp16 KV (pycode-22m-q8_0)."""
     text = json.loads((testdata / "golden" / "pycode-22m_greedy_f32.json").read_text())[

@@ -175,3 +175,28 @@ def test_graph_capture_retries_without_pdl(monkeypatch, caplog) -> None:
     g, calls = _bare_graph_runner(monkeypatch, True, False, True)
     g._capture_or_fall_back()
     assert calls == [False] and g.enabled and len(g.graphs) == 1 and g.pdl
+
+
+def test_ids_taken_on_the_device_match_staged_ids(eng: LLMEngine) -> None:
+    """A step launched ahead (engine/overlap.py) stages no token ids: they are copied into the
+    graph's input on the device. The logits equal those of the same step staged with its ids."""
+    _start(eng, [[1] + list(range(40, 40 + n)) for n in (5, 9)])
+    batch = eng.scheduler.schedule()
+    assert all(it.num_tokens == 1 for it in batch.items)
+    ids = torch.tensor([it.token_ids[0] for it in batch.items], dtype=torch.int64)
+    key = GraphKey(4, 0)
+    r = eng.runner
+    buf = StepBuffers.allocate(64, 8, r.max_blocks_per_seq, r.device)
+    fb = buf.forward_batch(key, r.max_model_len)
+    want = None
+    for feed in (True, False):
+        n, _ = buf.stage(key, batch.items, None, r.block_size, feed_ids=feed)
+        buf.upload(n)
+        if not feed:
+            assert buf.ids[: len(ids)].tolist() == [0] * len(ids)
+            buf.ids[: len(ids)].copy_(ids)
+        logits = r.model.logits(r.model.forward(fb, r.kv))[: len(ids)]
+        if want is None:
+            want = logits
+    torch.testing.assert_close(logits, want)
+    eng.scheduler.update(batch, {it.seq.seq_id: [1] for it in batch.items})

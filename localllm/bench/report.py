@@ -93,7 +93,8 @@ def footer(doc: dict) -> list[str]:
         f"{s['name']} (driver {s['driver'] or '-'}), {bw}; {m['name']}: "
         f"{m['weight_bytes_per_token'] / 1e9:.2f} GB of weights per token{ceiling}; "
         f"KV {e['kv_dtype']}, {e['kv_capacity_tokens']:,} tokens; "
-        f"{'programmatic dependent launch; ' if e.get('pdl') else ''}sha256 {m['sha256'][:12]}; "
+        f"{'programmatic dependent launch; ' if e.get('pdl') else ''}"
+        f"{'step overlap; ' if e.get('step_overlap') else ''}sha256 {m['sha256'][:12]}; "
         f"localllm {code}",
     ]
     lines += [f"skipped {k}: {v}" for k, v in doc["skipped"].items()]

@@ -51,6 +51,7 @@ def _header(eng: Any, bandwidth: float, model_label: str, command: str | None) -
             "kv_capacity_tokens": r.num_kv_tokens,
             "cuda_graphs": r.graphs is not None and r.graphs.enabled,
             "pdl": r.launches_pdl,
+            "step_overlap": eng.overlap,
         },
     }
 

@@ -91,7 +91,8 @@ SCHEMA = {
         "engine": _obj({"backend": STR, "kv_dtype": STR, "block_size": INT, "max_model_len": INT,
                         "max_num_seqs": INT, "kv_capacity_tokens": INT,
                         "cuda_graphs": {"type": "boolean"}},
-                       {"pdl": {"type": "boolean"}}),  # absent before session 9's results
+                       # absent before sessions 9 and 10's results
+                       {"pdl": {"type": "boolean"}, "step_overlap": {"type": "boolean"}}),
         "sizes": {"type": "object"},
         "scenarios": {"type": "array", "items": {"enum": list(ROWS)}},
         "results": {"type": "object", "additionalProperties": False,

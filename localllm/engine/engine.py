@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 import torch
@@ -15,21 +16,33 @@ import torch
 from localllm.config import EngineConfig
 from localllm.core import SamplingParams, SequenceState, TokenEvent, TokenLogprob, Usage
 from localllm.engine.block_manager import BlockManager
-from localllm.engine.guided import GuidedDecoding
+from localllm.engine.guided import GuidedDecoding, MaskJob
+from localllm.engine.overlap import chainable
 from localllm.engine.progress import LoadProgress, ProgressFn
-from localllm.engine.runner import ModelRunner
+from localllm.engine.runner import ModelRunner, StepOutput
 from localllm.engine.sampler import Sampler
 from localllm.engine.scheduler import ScheduledBatch, Scheduler, SchedulerConfig
 from localllm.engine.speculative.policy import SpecPolicy, verify_price
 from localllm.engine.speculative.speculator import Speculator
 from localllm.engine.stats import EngineSnapshot, EngineStats, request_stats
-from localllm.engine.step_sampling import StepTokens, sample_step
+from localllm.engine.step_sampling import HostIds, StepTokens, sample_step
 from localllm.engine.stop import StopStringBuffer
 from localllm.errors import RequestError
 from localllm.sources import open_model
 from localllm.tokenizer import IncrementalDetokenizer
 
 log = logging.getLogger("localllm")
+
+
+@dataclass
+class _Launched:
+    """A step whose forward is on the device and whose tokens the host has not taken yet."""
+
+    batch: ScheduledBatch
+    out: StepOutput
+    t0: float  # when it was scheduled
+    masks: Future[MaskJob] | None = None  # grammar masks being computed for it
+    ids: HostIds | None = None  # its greedy ids on their way to the host, once started
 
 
 @dataclass
@@ -79,6 +92,8 @@ class LLMEngine:
             self.tokenizer, self.model_cfg.vocab_size, self.runner.model.ops
         )
         self.requests: dict[str, _RequestState] = {}
+        self.overlap = cfg.step_overlap_on(self.runner.graphs is not None)
+        self._ahead: _Launched | None = None  # a decode step launched before the host needs it
         self.stats = EngineStats()
         self.closed = False
         log.info("engine ready in %.1f s", time.perf_counter() - t0)
@@ -93,6 +108,7 @@ class LLMEngine:
         for request_id in list(self.requests):
             self.abort(request_id)
         self.closed = True
+        self._ahead = None  # its sequences are aborted; runner.close() waits for the device
         self.guided.close()
         self.runner.close()
 
@@ -165,7 +181,7 @@ class LLMEngine:
         self.guided.drop(seq.seq_id)
 
     def has_work(self) -> bool:
-        return self.scheduler.has_unfinished()
+        return self.scheduler.has_unfinished() or self._ahead is not None
 
     def snapshot(self) -> EngineSnapshot:
         """Queues, KV pool occupancy, prefix-cache and engine counters (call on the engine's
@@ -175,8 +191,15 @@ class LLMEngine:
     # ---- one step -----------------------------------------------------------------------
     @torch.inference_mode()
     def step(self) -> list[TokenEvent]:
+        """Schedule and run one step and return its events. With step overlap (overlap.py)
+        the next decode step may already be on the device when this returns; the next call
+        finishes it."""
         if self.closed:
             return []
+        if self._ahead is not None:
+            cur, self._ahead = self._ahead, None
+            self._ahead = self._launch_ahead(cur, check_drafts=True)
+            return self._finish(cur)
         decoding = [s for s in self.scheduler.running if not s.in_prefill]
         self.speculator.propose(decoding)
         self.guided.cut_drafts(decoding)  # a draft token the grammar refuses is never verified
@@ -190,16 +213,44 @@ class LLMEngine:
         masks = self.guided.start_masks(
             [(it.seq.seq_id, it.draft_ids) for it in batch.items if it.num_logits]
         )
-        out = self.runner.execute(batch)
+        chain = self.overlap and chainable(batch)
+        out = self.runner.execute(batch, greedy=chain)
+        cur = _Launched(batch, out, t0, masks)
+        if chain:  # propose() just found no drafts for these sequences
+            self._ahead = self._launch_ahead(cur, check_drafts=False)
+        return events + self._finish(cur)
+
+    def _launch_ahead(self, cur: _Launched, check_drafts: bool) -> _Launched | None:
+        """Launch the decode step after `cur` (still on the device) when overlap.chainable
+        allows it and no sequence would draft (check_drafts: ask the speculator; its answer
+        comes from the tokens before cur's, a step late). cur's greedy ids start their copy to
+        the host first: the next replay of the same graph overwrites them."""
+        if not self.overlap or cur.out.greedy is None or not chainable(cur.batch):
+            return None
+        seqs = [it.seq for it in cur.batch.items]
+        if check_drafts and self.speculator.would_draft(seqs):
+            return None
+        nxt = self.scheduler.schedule_ahead(cur.batch)
+        if nxt is None:
+            return None
+        cur.ids = HostIds(cur.out.greedy)
+        out = self.runner.execute(nxt, greedy=True, ids_from=cur.out.greedy)
+        self.stats.steps_ahead += 1
+        return _Launched(nxt, out, time.perf_counter())
+
+    def _finish(self, cur: _Launched) -> list[TokenEvent]:
+        """Wait for a launched step's tokens and apply them: sampling, acceptance, sequence
+        updates, events. Sequences finished or aborted since its launch are skipped."""
+        batch, out = cur.batch, cur.out
         # masks the constrained rows on the device; their argmax joins the greedy ids
-        greedy = self.guided.apply(masks, out.logits, [r for r in out.rows if r[1]], out.greedy)
-        taken = sample_step(self.sampler, batch, out.logits, out.rows, greedy)
+        greedy = self.guided.apply(cur.masks, out.logits, [r for r in out.rows if r[1]], out.greedy)
+        taken = sample_step(self.sampler, batch, out.logits, out.rows, greedy, cur.ids)
         self._take(batch, taken)
         accepted = taken.accepted
         self.scheduler.update(batch, accepted)
-        self.stats.record_step(time.perf_counter() - t0)
+        self.stats.record_step(time.perf_counter() - cur.t0)
         self.stats.preemptions = self.scheduler.num_preemptions
-        return events + self._postprocess(batch, accepted)
+        return self._postprocess(batch, accepted)
 
     def _end_by_scheduler(self, seq: SequenceState) -> TokenEvent | None:
         """A sequence the scheduler finished itself (context full): flush its text."""

@@ -9,13 +9,15 @@ graphs have w = 1; verify graphs (w = 1 + K) have no chunk; logits come from eve
 row (all b * w rows) and from the chunk's last row.
 
 Pure layout: numpy staging into a host buffer whose used prefix is copied to the device in one
-go, and the ForwardBatch of device views a graph is captured with. Testable on the CPU.
+go, and the ForwardBatch of device views a graph is captured with. Testable on the CPU. Two
+host buffers take turns: with step overlap (engine/overlap.py) the next step is staged while the
+previous step's copy may still wait in the stream behind a running graph.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
@@ -51,7 +53,8 @@ _FIELDS = (("ids", torch.int64, "T"), ("pos", torch.int64, "T"), ("slots", torch
 @dataclass
 class StepBuffers:
     """The graphs' inputs: views of one device buffer. A host buffer of the same layout (pinned
-    on CUDA) is staged (host_np: numpy views of it) and its used prefix goes over in one copy."""
+    on CUDA) is staged (host_np: numpy views of it) and its used prefix goes over in one copy
+    (`upload`); then the other host buffer takes the next step."""
 
     ids: torch.Tensor  # [T] int64 token ids
     pos: torch.Tensor  # [T] int64 positions
@@ -61,10 +64,22 @@ class StepBuffers:
     cu: torch.Tensor  # [M + 1] int32 cu_seqlens_q
     tables: torch.Tensor  # [M, B] int32 block tables
     dev: torch.Tensor  # uint8 [bytes] the device buffer the fields view
-    host: torch.Tensor  # uint8 [bytes] staging buffer
-    host_np: dict[str, np.ndarray]  # field name -> numpy view of host
+    hosts: tuple[torch.Tensor, ...]  # 2 x uint8 [bytes] staging buffers, used in turn
+    host_nps: tuple[dict[str, np.ndarray], ...]  # per staging buffer: field name -> numpy view
     tables_offset: int  # byte offset of `tables`
     table_bytes: int  # bytes of one row of `tables`
+    _turn: int = field(default=0, init=False)  # the staging buffer the next step fills
+    # per staging buffer: an event after its last copy to the device (CUDA only)
+    _copied: list[torch.cuda.Event | None] = field(default_factory=lambda: [None, None], init=False)
+
+    @property
+    def host(self) -> torch.Tensor:
+        """The staging buffer of the step being staged."""
+        return self.hosts[self._turn]
+
+    @property
+    def host_np(self) -> dict[str, np.ndarray]:
+        return self.host_nps[self._turn]
 
     @classmethod
     def allocate(cls, T: int, M: int, B: int, device: torch.device) -> StepBuffers:
@@ -73,16 +88,28 @@ class StepBuffers:
         for _, dtype, dim in _FIELDS:
             offsets.append(size)
             size += -(-math.prod(dims[dim]) * dtype.itemsize // 8) * 8  # 8-byte aligned fields
-        host = torch.zeros(size, dtype=torch.uint8)
-        host = host.pin_memory() if device.type == "cuda" else host
+        hosts = [torch.zeros(size, dtype=torch.uint8) for _ in range(2)]
+        hosts = [h.pin_memory() for h in hosts] if device.type == "cuda" else hosts
         dev = torch.zeros(size, dtype=torch.uint8, device=device)
-        views, host_np = {}, {}
+        views: dict[str, torch.Tensor] = {}
+        host_nps: list[dict[str, np.ndarray]] = [{}, {}]
         for (name, dtype, dim), off in zip(_FIELDS, offsets):
             shape, n = dims[dim], math.prod(dims[dim]) * dtype.itemsize
             views[name] = dev[off : off + n].view(dtype).view(shape)
-            host_np[name] = host[off : off + n].view(dtype).view(shape).numpy()
-        return cls(**views, dev=dev, host=host, host_np=host_np, tables_offset=offsets[-1],
-                   table_bytes=B * 4)  # fmt: skip
+            for host, host_np in zip(hosts, host_nps):
+                host_np[name] = host[off : off + n].view(dtype).view(shape).numpy()
+        return cls(**views, dev=dev, hosts=tuple(hosts), host_nps=tuple(host_nps),
+                   tables_offset=offsets[-1], table_bytes=B * 4)  # fmt: skip
+
+    def upload(self, n: int) -> None:
+        """Copy the first n staged bytes to the device (in stream order, without waiting) and
+        hand staging to the other host buffer."""
+        self.dev[:n].copy_(self.host[:n], non_blocking=True)
+        if self.dev.is_cuda:
+            ev = self._copied[self._turn] or torch.cuda.Event()
+            ev.record()
+            self._copied[self._turn] = ev
+        self._turn ^= 1
 
     def forward_batch(self, key: GraphKey, max_seq_len: int) -> ForwardBatch:
         """The ForwardBatch of device views that graph `key` is captured with."""
@@ -107,10 +134,20 @@ class StepBuffers:
         self.dev.copy_(self.host)
 
     def stage(
-        self, key: GraphKey, decodes: list[ScheduledSeq], chunk: ScheduledSeq | None, bs: int
+        self,
+        key: GraphKey,
+        decodes: list[ScheduledSeq],
+        chunk: ScheduledSeq | None,
+        bs: int,
+        feed_ids: bool = True,
     ) -> tuple[int, list[tuple[int, int]]]:
         """Fill the host buffer for graph `key` (bs: KV block size): (bytes of it to copy, each
-        decode's then the chunk's (first logits row, rows))."""
+        decode's then the chunk's (first logits row, rows)). feed_ids=False leaves the token ids
+        0: a step launched ahead (engine/overlap.py) copies them on the device from the step
+        before, whose tokens the host does not know yet."""
+        done = self._copied[self._turn]
+        if done is not None:  # this buffer's previous copy has left it (it almost always has)
+            done.synchronize()
         h = self.host_np
         b, c, w = key
         T, n_seq = key.tokens, key.seqs
@@ -123,7 +160,7 @@ class StepBuffers:
         for i, it in enumerate(decodes):
             n = 1 + len(it.draft_ids)
             r0 = (i + 1) * w - n
-            self._place(it, r0, n, bs, i)
+            self._place(it, r0, n, bs, i, feed_ids)
             out.append((r0, n))
         if c:
             cu[b + 1] = b * w + c
@@ -133,10 +170,13 @@ class StepBuffers:
                 out.append((b * w, 1) if chunk.needs_logits else (0, 0))
         return self.tables_offset + n_seq * self.table_bytes, out
 
-    def _place(self, it: ScheduledSeq, r0: int, n: int, bs: int, s: int) -> None:
+    def _place(
+        self, it: ScheduledSeq, r0: int, n: int, bs: int, s: int, feed_ids: bool = True
+    ) -> None:
         """Tokens of item `it` in rows r0..r0+n-1, as sequence s of the graph."""
         h, seq, p = self.host_np, it.seq, it.start
-        h["ids"][r0 : r0 + n] = it.token_ids
+        if feed_ids:
+            h["ids"][r0 : r0 + n] = it.token_ids
         q = np.arange(p, p + n)
         h["pos"][r0 : r0 + n] = q
         table = np.asarray(seq.block_table, dtype=np.int64)

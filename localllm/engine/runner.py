@@ -11,7 +11,7 @@ import gc
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -230,7 +230,10 @@ class ModelRunner:
             logits_all_rows=len(logits_rows) == len(input_ids),  # rows ascend: all of them
         )
 
-    def prepare(self, batch: ScheduledBatch) -> tuple[ForwardBatch, list[tuple[int, int]]]:
+    def prepare(
+        self, batch: ScheduledBatch, feed_ids: bool = True
+    ) -> tuple[ForwardBatch, list[tuple[int, int]]]:
+        """feed_ids=False: a plain decode step whose ids the caller puts in (one 0 per item)."""
         bs = self.block_size
         ids: list[int] = []
         tables: list[list[int]] = []
@@ -242,7 +245,7 @@ class ModelRunner:
         for it in batch.items:
             seq, start, n = it.seq, it.start, it.num_tokens
             known = n - len(it.draft_ids)
-            ids += seq.token_ids[start : start + known]
+            ids += seq.token_ids[start : start + known] if feed_ids else [0] * known
             ids += it.draft_ids
             pos_chunks.append(np.arange(start, start + n, dtype=np.int64))
             tables.append(seq.block_table)
@@ -266,17 +269,26 @@ class ModelRunner:
         return fb, rows
 
     @torch.inference_mode()
-    def execute(self, batch: ScheduledBatch) -> StepOutput:
+    def execute(
+        self, batch: ScheduledBatch, greedy: bool = False, ids_from: torch.Tensor | None = None
+    ) -> StepOutput:
+        """Run batch's forward without waiting for the device. greedy: also return the argmax
+        of each logits row (replayed graphs always do). ids_from ([>= items] int64, on the
+        device): the input ids of a plain decode step, one per item in order, from the step
+        before, still in flight (engine/overlap.py); the items' own token_ids are not read."""
         graphs = self.graphs
         plan = graphs.plan(batch) if graphs is not None else None
         if graphs is not None and plan is not None:
-            logits, greedy, rows = graphs.run(batch, plan)
-            return StepOutput(logits, rows, greedy)
-        fb, rows = self.prepare(batch)
+            logits, argmax, rows = graphs.run(batch, plan, ids_from)
+            return StepOutput(logits, rows, argmax)
+        fb, rows = self.prepare(batch, ids_from is None)
+        if ids_from is not None:
+            fb = replace(fb, input_ids=ids_from[: len(batch.items)])
         hidden = self.model.forward(fb, self.kv)
         if hidden.shape[0] == 0:
             return StepOutput(torch.empty(0, self.model_cfg.vocab_size, device=self.device), rows)
-        return StepOutput(self.model.logits(hidden), rows)
+        logits = self.model.logits(hidden)
+        return StepOutput(logits, rows, self.model.ops.argmax(logits) if greedy else None)
 
 
 def release_device_memory(device: torch.device) -> None:

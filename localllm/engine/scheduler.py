@@ -219,6 +219,24 @@ class Scheduler:
         item = scheduled.pop(seq.seq_id, None)
         return item.num_tokens if item is not None else 0
 
+    def schedule_ahead(self, prev: ScheduledBatch) -> ScheduledBatch | None:
+        """The decode step after `prev`, scheduled while prev is still on the device (step
+        overlap, engine/overlap.py): every running sequence again, in prev's order, with one
+        query token (the one prev samples) at position start + 1. None when that is not the
+        whole next step: a sequence waits for admission, one left or joined, or lacks a block
+        (no preemption here; the next plain schedule() deals with it)."""
+        if self.waiting or len(self.running) != len(prev.items):
+            return None
+        items = []
+        for it in prev.items:
+            seq = it.seq
+            if seq.status is not SeqStatus.RUNNING or seq.num_computed != it.start:
+                return None
+            if not self.block_manager.allocate(seq, 2):  # prev's token and this step's
+                return None
+            items.append(ScheduledSeq(seq, it.start + 1, 1, [], True, is_decode=True))
+        return ScheduledBatch(items)
+
     # ---- after the forward --------------------------------------------------------------------
     def update(self, batch: ScheduledBatch, accepted: dict[int, list[int]]) -> None:
         """Advance each scheduled seq by what the forward computed and append sampled tokens.

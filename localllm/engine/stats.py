@@ -44,6 +44,7 @@ class EngineStats:
     step_time: float = 0.0
     spec_proposed: int = 0
     spec_accepted: int = 0
+    steps_ahead: int = 0  # decode steps launched before the previous step's tokens were taken
     last: dict = field(default_factory=dict)  # stats of the most recently finished request
 
     def record_step(self, seconds: float) -> None:

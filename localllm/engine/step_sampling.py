@@ -38,9 +38,12 @@ def sample_step(
     logits: torch.Tensor,  # [S, V] the logits rows of the step (grammar masks applied)
     rows: list[tuple[int, int]],  # per batch item: (first row, number of rows)
     greedy: torch.Tensor | None = None,  # [>= S] argmax of each row as it stands, or None
+    greedy_host: HostIds | None = None,  # greedy's copy to the host, if already started
 ) -> StepTokens:
     """Rows that are `argmax_on_device` read their ids from greedy (one small copy, started
-    before the sampler runs on the other rows, so the step syncs with the device once)."""
+    before the sampler runs on the other rows, so the step syncs with the device once).
+    greedy_host: that copy, started by the caller (step overlap starts it before the next
+    step, which reuses greedy's memory, is launched)."""
     out = StepTokens({it.seq.seq_id: [] for it in batch.items})
     fast: list[_Item] = []  # (seq, first row, drafts)
     plain: list[_Item] = []
@@ -50,7 +53,9 @@ def sample_step(
             continue
         on_device = greedy is not None and it.seq.params.argmax_on_device
         (fast if on_device else spec if it.draft_ids else plain).append((it.seq, r0, it.draft_ids))
-    ids = _HostIds(greedy) if fast and greedy is not None else None
+    ids = greedy_host
+    if ids is None and fast and greedy is not None:
+        ids = HostIds(greedy)
     if plain:
         _sample_plain(sampler, plain, logits, out)
     if spec:
@@ -69,7 +74,7 @@ def sample_step(
     return out
 
 
-class _HostIds:
+class HostIds:
     """A device tensor's copy to the host, started now and read later: a sync the sampler
     makes meanwhile finishes it too, so reading it costs no second wait."""
 

@@ -53,6 +53,16 @@ class Speculator:
         for seq in seqs:
             seq.draft_ids = self._draft(seq)
 
+    def would_draft(self, decodes: Iterable[SequenceState]) -> bool:
+        """Whether `propose` would give any of these sequences a draft now (their draft_ids
+        stay empty). Step overlap asks this before it launches a step whose tokens are not
+        known yet; a step that had no drafts keeps the index and the shadow check current."""
+        seqs = list(decodes)
+        if len(seqs) > self.policy.max_batch:
+            return False
+        found = [bool(self._draft(seq)) for seq in seqs]  # every sequence's index keeps up
+        return any(found)
+
     def _draft(self, seq: SequenceState) -> list[int]:
         tokens = seq.token_ids
         limit = min(

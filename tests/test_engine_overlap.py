@@ -1,0 +1,202 @@
+"""Step overlap (engine/overlap.py) on the CPU path, forced on: a decode step launched before
+the previous step's tokens reach the host gives token-identical output to plain steps, with
+sequences that end mid-chain (length, EOS, stop ids, stop strings), aborts and new requests
+arriving while a step is in flight, batches that cannot chain (sampling, logprobs), n-gram
+speculation beside it, a clean prefix cache afterwards and no leaked blocks."""
+
+from __future__ import annotations
+
+import random
+
+import conftest
+import pytest
+
+from localllm.config import EngineConfig
+from localllm.core import SamplingParams
+from localllm.engine.block_manager import BlockManager
+from localllm.engine.engine import LLMEngine
+from localllm.engine.overlap import chainable
+from localllm.engine.scheduler import Scheduler, SchedulerConfig
+
+STORIES = ("models", "stories260K.gguf")
+
+
+def _engine(overlap: str, spec: int = 0, **kw) -> LLMEngine:
+    path = conftest.testdata_path(*kw.pop("model", STORIES))
+    cfg = EngineConfig(model=str(path), device="cpu", block_size=8, spec_tokens=spec,
+                       step_overlap=overlap, max_model_len=512, **kw)  # fmt: skip
+    return LLMEngine(cfg)
+
+
+@pytest.fixture(scope="module")
+def off() -> LLMEngine:
+    return _engine("off")
+
+
+@pytest.fixture(scope="module")
+def on() -> LLMEngine:
+    return _engine("on")
+
+
+def _prompts(n: int, seed: int = 0) -> list[list[int]]:
+    rng = random.Random(seed)
+    return [[1] + [rng.randrange(3, 512) for _ in range(rng.randint(1, 30))] for _ in range(n)]
+
+
+def _blocks_back(eng: LLMEngine) -> bool:
+    bm = eng.block_manager
+    return bm.num_used_blocks == 0 and bm.num_free_blocks == bm.num_blocks
+
+
+def _run(eng: LLMEngine, prompts: list[list[int]], params: list[SamplingParams]) -> list[tuple]:
+    """(ids, text, finish reason) of each request, stepping the engine as the front ends do."""
+    rids = [eng.add_request(p, sp) for p, sp in zip(prompts, params)]
+    out = {r: ([], "", None) for r in rids}
+    while eng.has_work():
+        for ev in eng.step():
+            ids, text, _ = out[ev.request_id]
+            out[ev.request_id] = (ids + ev.token_ids, text + ev.text, ev.finish_reason)
+    return [out[r] for r in rids]
+
+
+def test_engine_option_defaults() -> None:
+    assert _engine("auto").overlap is False  # no CUDA graphs on the CPU: nothing to hide
+    assert EngineConfig(model="m").step_overlap_on(graphs=True)
+    assert not EngineConfig(model="m", step_overlap="off").step_overlap_on(graphs=True)
+    with pytest.raises(ValueError, match="--step-overlap"):
+        EngineConfig(model="m", step_overlap="yes")
+
+
+def test_greedy_identical_with_lengths_and_eos(off: LLMEngine, on: LLMEngine) -> None:
+    """Different max_tokens end sequences at different steps (the batch changes mid-chain);
+    EOS is honoured. 30 prompts in one batch, then one at a time."""
+    prompts = _prompts(30)
+    params = [SamplingParams(max_tokens=1 + (7 * i) % 48, temperature=0.0) for i in range(30)]
+    ahead = on.stats.steps_ahead
+    assert _run(on, prompts, params) == _run(off, prompts, params)
+    assert on.stats.steps_ahead > ahead and off.stats.steps_ahead == 0
+    for p, sp in zip(prompts[:4], params[:4]):
+        assert _run(on, [p], [sp]) == _run(off, [p], [sp])
+    assert _blocks_back(on) and _blocks_back(off)
+
+
+def test_stops_mid_chain(off: LLMEngine, on: LLMEngine) -> None:
+    """A stop token id and a stop string end a sequence at a step whose successor is already
+    launched: the extra step's token is dropped, the text and finish reason are the same."""
+    prompts = _prompts(6, seed=1)
+    plain = [SamplingParams(max_tokens=40, temperature=0.0, ignore_eos=True)] * 6
+    ref = _run(off, prompts, plain)
+    params = []
+    for i, (ids, text, _) in enumerate(ref):
+        if i % 2:
+            params.append(SamplingParams(max_tokens=40, temperature=0.0, stop_token_ids=[ids[9]]))
+        else:
+            params.append(SamplingParams(max_tokens=40, temperature=0.0, stop=[text[12:16]]))
+    got, want = _run(on, prompts, params), _run(off, prompts, params)
+    assert got == want
+    assert all(r == "stop" for _, _, r in got)
+    assert _blocks_back(on)
+
+
+def test_mixed_batches_that_cannot_chain(off: LLMEngine, on: LLMEngine) -> None:
+    """Seeded sampling and logprobs rows go through the sampler on the host: such batches run
+    plain steps, with the same draws and logprobs as without overlap."""
+    prompts = _prompts(5, seed=2)
+    params = [
+        SamplingParams(max_tokens=20, temperature=0.0),
+        SamplingParams(max_tokens=20, temperature=0.9, seed=7),
+        SamplingParams(max_tokens=20, temperature=0.0, logprobs=2),
+        SamplingParams(max_tokens=20, temperature=0.0, repetition_penalty=1.3),
+        SamplingParams(max_tokens=20, temperature=0.0),
+    ]
+    assert not chainable_params(params[1:4])
+    assert _run(on, prompts, params) == _run(off, prompts, params)
+
+
+def chainable_params(params: list[SamplingParams]) -> bool:
+    return any(p.argmax_on_device for p in params)
+
+
+def test_abort_and_arrival_while_a_step_is_in_flight(off: LLMEngine, on: LLMEngine) -> None:
+    prompts = _prompts(3, seed=3)
+    sp = SamplingParams(max_tokens=30, temperature=0.0, ignore_eos=True)
+    want = [_run(off, [p], [sp])[0][0] for p in prompts]
+    a, b = on.add_request(prompts[0], sp), on.add_request(prompts[1], sp)
+    got: dict[str, list[int]] = {a: [], b: []}
+    while on._ahead is None or len(got[a]) < 5:  # decoding, a step launched ahead
+        for ev in on.step():
+            got[ev.request_id] += ev.token_ids
+    on.abort(b)  # its step in flight must not come back
+    c = on.add_request(prompts[2], sp)  # arrives while a step is in flight
+    got[c] = []
+    while on.has_work():
+        for ev in on.step():
+            assert ev.request_id != b
+            got[ev.request_id] += ev.token_ids
+    assert got[a] == want[0] and got[c] == want[2]
+    assert got[b] == want[1][: len(got[b])]
+    assert _blocks_back(on)
+
+
+def test_prefix_cache_clean_after_a_sequence_ends_mid_chain(off: LLMEngine, on: LLMEngine) -> None:
+    """The wasted step of a sequence that ended wrote K/V past its end: a later prompt that
+    extends the finished one hits its cached blocks and must continue exactly as without
+    overlap (no stale or wrong K/V cached)."""
+    prompt = _prompts(1, seed=4)[0]
+    sp = SamplingParams(max_tokens=37, temperature=0.0, ignore_eos=True)
+    first = _run(on, [prompt], [SamplingParams(max_tokens=37, temperature=0.0,
+                                               stop_token_ids=[_run(off, [prompt], [sp])[0][0][29]])])  # fmt: skip
+    longer = prompt + first[0][0] + [77, 78, 79]
+    sp2 = SamplingParams(max_tokens=25, temperature=0.0, ignore_eos=True)
+    hits = on.block_manager.hits
+    assert _run(on, [longer], [sp2]) == _run(off, [longer], [sp2])
+    assert on.block_manager.hits > hits  # it did reuse cached blocks
+
+
+def test_speculation_beside_overlap() -> None:
+    """Speculation on: steps with drafts are verified plainly, draft-less stretches chain, and
+    the output is the same as with overlap off."""
+    model = ("models", "pycode-22m-q4_k_m.gguf")
+    kw = {"spec": 4, "model": model, "spec_max_batch": 16}  # all 6 prompts speculate
+    eng_on, eng_off = _engine("on", **kw), _engine("off", **kw)
+    from localllm.bench.spec_prompts import code_prompts
+
+    prompts = [eng_on.encode_prompt(text) for _, text in code_prompts()[:6]]
+    params = [SamplingParams(max_tokens=48, temperature=0.0, ignore_eos=True)] * len(prompts)
+    assert _run(eng_on, prompts, params) == _run(eng_off, prompts, params)
+    assert eng_on.stats.spec_accepted > 0 and eng_on.stats.steps_ahead > 0, eng_on.stats
+    # the speculator sees a step late whether a draft is coming: some verifies come a step later
+    assert eng_on.stats.spec_accepted >= 0.8 * eng_off.stats.spec_accepted
+    assert _blocks_back(eng_on)
+
+
+def test_chainable_rule() -> None:
+    bm = BlockManager(num_blocks=8, block_size=4, enable_prefix_caching=False)
+    sched = Scheduler(SchedulerConfig(max_model_len=64), bm)
+    from localllm.core import SequenceState
+
+    seqs = [SequenceState(f"r{i}", [1, 2, 3], SamplingParams(max_tokens=4, temperature=0.0))
+            for i in range(2)]  # fmt: skip
+    for s in seqs:
+        sched.add(s)
+    batch = sched.schedule()  # prefill: not a decode step
+    assert not chainable(batch)
+    sched.update(batch, {s.seq_id: [9] for s in seqs})
+    batch = sched.schedule()
+    assert chainable(batch)  # 1 output, this step's makes 2, the next one 3 <= 4
+    nxt = sched.schedule_ahead(batch)
+    assert nxt is not None
+    assert [(it.start, it.num_tokens) for it in nxt.items] == [(4, 1), (4, 1)]
+    assert all(len(s.block_table) == 2 for s in seqs)  # position 4 starts a second block
+    sched.update(batch, {s.seq_id: [9] for s in seqs})
+    assert chainable(nxt)  # 2 outputs: nxt's token is the 3rd, the one after it the 4th
+    sched.update(nxt, {s.seq_id: [9] for s in seqs})
+    last = sched.schedule()
+    assert not chainable(last)  # its token is the 4th and last: nothing comes after it
+    seqs[0].params = SamplingParams(max_tokens=8, temperature=0.7)
+    seqs[1].params = SamplingParams(max_tokens=8, temperature=0.0)
+    assert not chainable(last)  # a sampled row: its token is drawn on the host
+    seqs[0].params = SamplingParams(max_tokens=8, temperature=0.0)
+    assert chainable(last)
+    sched.add(SequenceState("late", [1], SamplingParams(max_tokens=2)))
+    assert sched.schedule_ahead(last) is None  # someone waits for admission
