@@ -1,8 +1,9 @@
 """Step overlap (engine/overlap.py) on the CPU path, forced on: a decode step launched before
 the previous step's tokens reach the host gives token-identical output to plain steps, with
 sequences that end mid-chain (length, EOS, stop ids, stop strings), aborts and new requests
-arriving while a step is in flight, batches that cannot chain (sampling, logprobs), n-gram
-speculation beside it, a clean prefix cache afterwards and no leaked blocks."""
+arriving while a step is in flight, sampled rows (the same draws), batches that cannot chain
+(logprobs), n-gram speculation beside it, a clean prefix cache afterwards and no leaked
+blocks."""
 
 from __future__ import annotations
 
@@ -98,23 +99,39 @@ def test_stops_mid_chain(off: LLMEngine, on: LLMEngine) -> None:
     assert _blocks_back(on)
 
 
-def test_mixed_batches_that_cannot_chain(off: LLMEngine, on: LLMEngine) -> None:
-    """Seeded sampling and logprobs rows go through the sampler on the host: such batches run
-    plain steps, with the same draws and logprobs as without overlap."""
-    prompts = _prompts(5, seed=2)
+def test_sampled_rows_chain_with_the_same_draws(off: LLMEngine, on: LLMEngine) -> None:
+    """Sampled rows (seeded or not, penalties, top-k/p, min-p) draw their tokens on the
+    device and chain: the sampler gets the same rows in the same calls as without overlap, so
+    the outputs are identical, with sequences ending at different steps (EOS on)."""
+    prompts = _prompts(6, seed=2)
     params = [
-        SamplingParams(max_tokens=20, temperature=0.0),
-        SamplingParams(max_tokens=20, temperature=0.9, seed=7),
-        SamplingParams(max_tokens=20, temperature=0.0, logprobs=2),
-        SamplingParams(max_tokens=20, temperature=0.0, repetition_penalty=1.3),
-        SamplingParams(max_tokens=20, temperature=0.0),
+        SamplingParams(max_tokens=30, temperature=0.0),
+        SamplingParams(max_tokens=24, temperature=0.9, seed=7),
+        SamplingParams(max_tokens=30, temperature=0.8, top_p=0.9, top_k=40),  # unseeded
+        SamplingParams(max_tokens=17, temperature=0.7, min_p=0.05, seed=3),
+        SamplingParams(max_tokens=30, temperature=0.0, repetition_penalty=1.3),
+        SamplingParams(max_tokens=28, temperature=1.0, frequency_penalty=0.5, seed=11),
     ]
-    assert not chainable_params(params[1:4])
+    on.sampler._shared.manual_seed(5)
+    off.sampler._shared.manual_seed(5)
+    ahead = on.stats.steps_ahead
     assert _run(on, prompts, params) == _run(off, prompts, params)
+    assert on.stats.steps_ahead > ahead + 10
+    assert not on.sampler._seeded  # no generator revived for a finished sequence
+    assert _blocks_back(on)
 
 
-def chainable_params(params: list[SamplingParams]) -> bool:
-    return any(p.argmax_on_device for p in params)
+def test_logprobs_rows_do_not_chain(off: LLMEngine, on: LLMEngine) -> None:
+    """A row whose logprobs the host computes takes plain steps (the whole batch does), with
+    the same tokens and logprobs as without overlap."""
+    prompts = _prompts(3, seed=5)
+    params = [SamplingParams(max_tokens=20, temperature=0.0, logprobs=2)] + [
+        SamplingParams(max_tokens=20, temperature=0.0)
+    ] * 2
+    ahead = on.stats.steps_ahead
+    got = _run(on, prompts, params)
+    assert on.stats.steps_ahead == ahead
+    assert got == _run(off, prompts, params)
 
 
 def test_abort_and_arrival_while_a_step_is_in_flight(off: LLMEngine, on: LLMEngine) -> None:
@@ -193,10 +210,10 @@ def test_chainable_rule() -> None:
     sched.update(nxt, {s.seq_id: [9] for s in seqs})
     last = sched.schedule()
     assert not chainable(last)  # its token is the 4th and last: nothing comes after it
-    seqs[0].params = SamplingParams(max_tokens=8, temperature=0.7)
+    seqs[0].params = SamplingParams(max_tokens=8, temperature=0.7, repetition_penalty=1.2)
     seqs[1].params = SamplingParams(max_tokens=8, temperature=0.0)
-    assert not chainable(last)  # a sampled row: its token is drawn on the host
-    seqs[0].params = SamplingParams(max_tokens=8, temperature=0.0)
-    assert chainable(last)
+    assert chainable(last)  # a sampled row draws on the device too
+    seqs[1].params = SamplingParams(max_tokens=8, temperature=0.0, logprobs=1)
+    assert not chainable(last)  # its logprobs come from the host
     sched.add(SequenceState("late", [1], SamplingParams(max_tokens=2)))
     assert sched.schedule_ahead(last) is None  # someone waits for admission

@@ -90,11 +90,13 @@ def test_pdl_graphs_match_plain_graphs(testdata, monkeypatch, batch):
 
 def test_step_overlap_matches_plain_steps(testdata):
     """Decode graphs launched ahead of the previous step's tokens (engine/overlap.py, on by
-    default with graphs) give the tokens of plain steps, with requests of different lengths
-    and a stop id ending sequences mid-chain, at batch 1 and 4 (and speculation on)."""
+    default with graphs) give the tokens of plain steps, with requests of different lengths,
+    a seeded sampled one, and a stop id ending sequences mid-chain, at batch 1 and 4 (and
+    speculation on)."""
     gold = json.loads((testdata / "golden" / "pycode-22m-q4_k_m_greedy.json").read_text())
     prompts = [p["prompt_ids"] for p in gold["prompts"]][:4]
-    params = [SamplingParams(max_tokens=n, temperature=0.0, ignore_eos=True) for n in (96, 50, 7)]
+    params = [SamplingParams(max_tokens=n, temperature=0.0, ignore_eos=True) for n in (96, 7)]
+    params.insert(1, SamplingParams(max_tokens=50, temperature=0.8, top_p=0.95, seed=1))
     stop = gold["prompts"][3]["greedy_ids"][40]  # ends it at or before its 41st token
     params.append(SamplingParams(max_tokens=96, temperature=0.0, stop_token_ids=[stop]))
     outs, ahead = {}, {}

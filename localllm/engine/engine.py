@@ -14,7 +14,14 @@ from dataclasses import dataclass, field
 import torch
 
 from localllm.config import EngineConfig
-from localllm.core import SamplingParams, SequenceState, TokenEvent, TokenLogprob, Usage
+from localllm.core import (
+    SamplingParams,
+    SeqStatus,
+    SequenceState,
+    TokenEvent,
+    TokenLogprob,
+    Usage,
+)
 from localllm.engine.block_manager import BlockManager
 from localllm.engine.guided import GuidedDecoding, MaskJob
 from localllm.engine.overlap import chainable
@@ -25,7 +32,13 @@ from localllm.engine.scheduler import ScheduledBatch, Scheduler, SchedulerConfig
 from localllm.engine.speculative.policy import SpecPolicy, verify_price
 from localllm.engine.speculative.speculator import Speculator
 from localllm.engine.stats import EngineSnapshot, EngineStats, request_stats
-from localllm.engine.step_sampling import HostIds, StepTokens, sample_step
+from localllm.engine.step_sampling import (
+    HostIds,
+    StepTokens,
+    sample_step,
+    taken_from_ids,
+    tokens_on_device,
+)
 from localllm.engine.stop import StopStringBuffer
 from localllm.errors import RequestError
 from localllm.sources import open_model
@@ -42,7 +55,18 @@ class _Launched:
     out: StepOutput
     t0: float  # when it was scheduled
     masks: Future[MaskJob] | None = None  # grammar masks being computed for it
-    ids: HostIds | None = None  # its greedy ids on their way to the host, once started
+    ids: HostIds | None = None  # each item's token, drawn on the device, on its way to the host
+
+
+def _running(
+    batch: ScheduledBatch, rows: list[tuple[int, int]]
+) -> tuple[ScheduledBatch, list[tuple[int, int]]]:
+    """batch and its logits rows without the sequences that finished since it was scheduled
+    (a step launched ahead of an EOS): nothing is sampled for them, no generator revived."""
+    keep = [i for i, it in enumerate(batch.items) if it.seq.status is SeqStatus.RUNNING]
+    if len(keep) == len(batch.items):
+        return batch, rows
+    return ScheduledBatch([batch.items[i] for i in keep]), [rows[i] for i in keep]
 
 
 @dataclass
@@ -223,9 +247,11 @@ class LLMEngine:
     def _launch_ahead(self, cur: _Launched, check_drafts: bool) -> _Launched | None:
         """Launch the decode step after `cur` (still on the device) when overlap.chainable
         allows it and no sequence would draft (check_drafts: ask the speculator; its answer
-        comes from the tokens before cur's, a step late). cur's greedy ids start their copy to
-        the host first: the next replay of the same graph overwrites them."""
-        if not self.overlap or cur.out.greedy is None or not chainable(cur.batch):
+        comes from the tokens before cur's, a step late). cur's tokens are drawn on the device
+        and start their copy to the host first: the next replay of the same graph overwrites
+        its logits and argmax."""
+        out = cur.out
+        if not self.overlap or out.greedy is None or not chainable(cur.batch):
             return None
         seqs = [it.seq for it in cur.batch.items]
         if check_drafts and self.speculator.would_draft(seqs):
@@ -233,18 +259,26 @@ class LLMEngine:
         nxt = self.scheduler.schedule_ahead(cur.batch)
         if nxt is None:
             return None
-        cur.ids = HostIds(cur.out.greedy)
-        out = self.runner.execute(nxt, greedy=True, ids_from=cur.out.greedy)
+        ids = tokens_on_device(self.sampler, cur.batch, out.logits, out.rows, out.greedy)
+        cur.ids = HostIds(ids)
+        nxt_out = self.runner.execute(nxt, greedy=True, ids_from=ids)
         self.stats.steps_ahead += 1
-        return _Launched(nxt, out, time.perf_counter())
+        return _Launched(nxt, nxt_out, time.perf_counter())
 
     def _finish(self, cur: _Launched) -> list[TokenEvent]:
         """Wait for a launched step's tokens and apply them: sampling, acceptance, sequence
         updates, events. Sequences finished or aborted since its launch are skipped."""
         batch, out = cur.batch, cur.out
-        # masks the constrained rows on the device; their argmax joins the greedy ids
-        greedy = self.guided.apply(cur.masks, out.logits, [r for r in out.rows if r[1]], out.greedy)
-        taken = sample_step(self.sampler, batch, out.logits, out.rows, greedy, cur.ids)
+        if cur.ids is not None:  # its tokens were drawn on the device (step overlap)
+            taken = taken_from_ids(batch, cur.ids)
+        else:
+            if cur.masks is None:  # a step launched ahead: sample only what is still running
+                batch, rows = _running(batch, out.rows)
+                out = StepOutput(out.logits, rows, out.greedy)
+            # masks the constrained rows on the device; their argmax joins the greedy ids
+            rows_with_logits = [r for r in out.rows if r[1]]
+            greedy = self.guided.apply(cur.masks, out.logits, rows_with_logits, out.greedy)
+            taken = sample_step(self.sampler, batch, out.logits, out.rows, greedy)
         self._take(batch, taken)
         accepted = taken.accepted
         self.scheduler.update(batch, accepted)

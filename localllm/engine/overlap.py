@@ -2,18 +2,23 @@
 
 A decode step used to run: stage the inputs, replay the CUDA graph, wait for its token ids, then
 update the sequences, detokenize, check stops, and schedule the next step, while the GPU idled.
-At batch 1 that host time was ~13% of a step (BENCHMARKS.md, session 9). When every sequence of
-step N takes the argmax computed on the device, step N+1's input ids are already there: the
-engine stages N+1 (positions, slots, block tables: all known), copies N's ids into N+1's input
-on the device, launches N+1, and only then waits for N's ids and does N's host work while N+1
-runs. At most one step is in flight ahead of the host.
+At batch 1 that host time was ~13% of a step on one H100 (BENCHMARKS.md, session 9). Step N's
+tokens can be made on the device: the graph's argmax for greedy rows, the sampler's draw
+(penalties, temperature, top-k/p, min-p, seeded generators) for the others, enqueued without a
+host sync. So the engine enqueues them, stages N+1 (positions, slots, block tables: all
+known), copies N's tokens into N+1's input on the device, launches N+1, and only then waits
+for N's tokens and does N's host work while N+1 runs. At most one step is in flight ahead of
+the host.
 
 What a step launched ahead cannot know, it does not guess: it is launched only when step N is a
 plain decode step of every running sequence (no drafts, no prefill chunk, nobody waiting),
-whose rows are all greedy argmax rows without penalties, logprobs or grammar, and when N cannot
+none of whose rows needs the host to pick its token (logprobs, a grammar), and when N cannot
 end a sequence by length. A sequence that N ends otherwise (EOS, a stop string, an abort) got
-one token of wasted work in N+1: its result is dropped, and its KV write went to a block past
-its end that no prefix-cache entry holds. Output is token-identical with and without overlap.
+one token of wasted work in N+1: its result is dropped (nothing is sampled for it), and its KV
+write went to a block past its end that no prefix-cache entry holds. The sampler sees the same
+rows in the same calls as without overlap, so it draws the same random numbers (seeded or
+not) and output is token-identical, as far as the logits are: a dropped row changes the batch
+of one step, which on a GPU may move the last bits of the other rows' logits.
 
 Pure Python: the rule `chainable`, used by LLMEngine; Scheduler.schedule_ahead builds step
 N+1 and ModelRunner.execute(ids_from=...) launches it.
@@ -35,7 +40,7 @@ def chainable(batch: ScheduledBatch) -> bool:
             return False
         if seq.status is not SeqStatus.RUNNING:
             return False
-        if not p.argmax_on_device or p.constraint is not None:
+        if p.logprobs is not None or p.constraint is not None:  # the host picks its token
             return False
         if seq.num_output + 2 > p.max_tokens:  # batch's token may be its last
             return False

@@ -96,22 +96,26 @@ class Sampler:
         probs = processed.softmax(dim=-1)
         greedy = [i for i, r in enumerate(rows) if r.params.greedy]
         if greedy:
-            g = self._index(greedy)
+            g = self.device_index(greedy)
             top = processed.index_select(0, g).argmax(dim=-1, keepdim=True)  # [G, 1]
             one_hot = torch.zeros(len(greedy), probs.shape[1], device=probs.device)
             probs.index_copy_(0, g, one_hot.scatter_(1, top, 1.0))
         return probs
 
     def sample(self, logits: torch.Tensor, rows: list[SamplingRow]) -> SampleResult:
+        tokens = self.tokens(logits, rows)
+        logprobs = logprobs_of(logits.float(), tokens, [r.params.logprobs for r in rows])
+        return SampleResult(tokens.tolist(), logprobs)
+
+    def tokens(self, logits: torch.Tensor, rows: list[SamplingRow]) -> torch.Tensor:
+        """[S, V] logits -> [S] int64 token ids on the logits' device, without a host sync
+        (`sample` without the logprobs and the copy to the host)."""
         self._check(logits, rows)
         raw = logits.float()
         if all(r.params.raw_argmax for r in rows):
-            tokens = raw.argmax(dim=-1)  # [S]
-        else:
-            processed = self.process_logits(raw, rows)
-            tokens = self._draw(processed, rows, lambda s: s.softmax(dim=-1))
-        logprobs = logprobs_of(raw, tokens, [r.params.logprobs for r in rows])
-        return SampleResult(tokens.tolist(), logprobs)
+            return raw.argmax(dim=-1)  # [S]
+        processed = self.process_logits(raw, rows)
+        return self._draw(processed, rows, lambda s: s.softmax(dim=-1))
 
     def sample_from_probs(self, probs: torch.Tensor, rows: list[SamplingRow]) -> torch.Tensor:
         """[S, V] non-negative weights (need not be normalised) -> [S] int64 token ids.
@@ -144,7 +148,7 @@ class Sampler:
             return self._race(to_probs(scores), rows)
         tokens = scores.argmax(dim=-1)  # [S]
         if sampled:
-            idx = self._index(sampled)
+            idx = self.device_index(sampled)
             drawn = self._race(to_probs(scores.index_select(0, idx)), [rows[i] for i in sampled])
             tokens.index_copy_(0, idx, drawn)
         return tokens
@@ -171,7 +175,7 @@ class Sampler:
         unseeded = [j for j, r in enumerate(rows) if r.params.seed is None]
         if unseeded:
             shared = fill(torch.empty(len(unseeded), *shape, device=self.device), self._shared)
-            out.index_copy_(0, self._index(unseeded), shared)
+            out.index_copy_(0, self.device_index(unseeded), shared)
         for j in seeded:
             fill(out[j], self._generator(rows[j]))
         return out
@@ -195,7 +199,8 @@ class Sampler:
             return t.pin_memory().to(self.device, non_blocking=True)
         return t.to(self.device)
 
-    def _index(self, idx: list[int]) -> torch.Tensor:
+    def device_index(self, idx: list[int]) -> torch.Tensor:
+        """int64 indices on the sampler's device, copied without blocking the host."""
         return self._to_device(torch.tensor(idx, dtype=torch.int64))
 
     def _truncation(self, rows: list[SamplingRow]) -> _Truncation:
@@ -235,7 +240,7 @@ class Sampler:
         )  # [P, 3]
         rep, freq, pres = coef[:, 0:1], coef[:, 1:2], coef[:, 2:3]
         whole = len(idx) == logits.shape[0]
-        rows_t = None if whole else self._index(idx)
+        rows_t = None if whole else self.device_index(idx)
         lg = logits if rows_t is None else logits.index_select(0, rows_t)  # [P, V]
         if any(p.repetition_penalty != 1.0 for p in sub):
             seen = (self._counts([rows[i].prompt_ids for i in idx]) + out_counts) > 0

@@ -38,12 +38,9 @@ def sample_step(
     logits: torch.Tensor,  # [S, V] the logits rows of the step (grammar masks applied)
     rows: list[tuple[int, int]],  # per batch item: (first row, number of rows)
     greedy: torch.Tensor | None = None,  # [>= S] argmax of each row as it stands, or None
-    greedy_host: HostIds | None = None,  # greedy's copy to the host, if already started
 ) -> StepTokens:
     """Rows that are `argmax_on_device` read their ids from greedy (one small copy, started
-    before the sampler runs on the other rows, so the step syncs with the device once).
-    greedy_host: that copy, started by the caller (step overlap starts it before the next
-    step, which reuses greedy's memory, is launched)."""
+    before the sampler runs on the other rows, so the step syncs with the device once)."""
     out = StepTokens({it.seq.seq_id: [] for it in batch.items})
     fast: list[_Item] = []  # (seq, first row, drafts)
     plain: list[_Item] = []
@@ -53,9 +50,7 @@ def sample_step(
             continue
         on_device = greedy is not None and it.seq.params.argmax_on_device
         (fast if on_device else spec if it.draft_ids else plain).append((it.seq, r0, it.draft_ids))
-    ids = greedy_host
-    if ids is None and fast and greedy is not None:
-        ids = HostIds(greedy)
+    ids = HostIds(greedy) if fast and greedy is not None else None
     if plain:
         _sample_plain(sampler, plain, logits, out)
     if spec:
@@ -72,6 +67,36 @@ def sample_step(
             if drafts:
                 out.drafted[seq.seq_id] = len(drafts)
     return out
+
+
+def tokens_on_device(
+    sampler: Sampler,
+    batch: ScheduledBatch,
+    logits: torch.Tensor,  # [S, V] the step's logits rows
+    rows: list[tuple[int, int]],  # per item: (i, 1), a plain decode step's rows in item order
+    greedy: torch.Tensor,  # [>= S] argmax of each row
+) -> torch.Tensor:
+    """[items] int64 on the device: each item's token of a plain decode step, without a host
+    sync (step overlap feeds them to the next step before the host sees them). Rows that are
+    `argmax_on_device` take greedy; the others go to the sampler exactly as `sample_step`
+    sends them (the same rows in one call, so the same random draws). No logprobs here."""
+    n = len(batch.items)
+    assert [r for r in rows] == [(i, 1) for i in range(n)], "a plain decode step's rows"
+    other = [i for i, it in enumerate(batch.items) if not it.seq.params.argmax_on_device]
+    if not other:
+        return greedy[:n]
+    index = sampler.device_index(other)  # pinned, async: no sync
+    drawn = sampler.tokens(
+        logits.index_select(0, index), [sampling_row(batch.items[i].seq) for i in other]
+    )
+    return greedy[:n].clone().index_copy_(0, index, drawn)
+
+
+def taken_from_ids(batch: ScheduledBatch, ids: HostIds) -> StepTokens:
+    """The tokens of a plain decode step whose ids `tokens_on_device` computed: item i takes
+    ids[i] (waits for their copy to the host)."""
+    host = ids.tolist()
+    return StepTokens({it.seq.seq_id: [host[i]] for i, it in enumerate(batch.items)})
 
 
 class HostIds:
