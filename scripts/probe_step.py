@@ -3,6 +3,7 @@ captured graph alone (replayed back to back) against a full engine step, with st
 (engine/overlap.py) off and on, and the host phases of a plain step.
 
 Usage: python3 scripts/probe_step.py [--model llama3-8b-q4_k_m] [--steps 200] [--batch 1]
+       [--temperature T]
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ def main() -> None:
     add_engine_args(ap, model_required=False)
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--batch", type=int, default=1, help="decoding streams")
+    ap.add_argument("--temperature", type=float, default=0.0, help="sample (top-p 0.95) if > 0")
     a = ap.parse_args()
     a.model = resolve_model(a.model or "llama3-8b-q4_k_m")
     # a plain decode step unless --spec-tokens asks: with speculation on, a synthetic model's
@@ -51,7 +53,10 @@ def main() -> None:
     spec = a.spec_tokens if a.spec_tokens is not None else 0
     engine = LLMEngine(engine_config(a, max_model_len=4096 + 256, spec_tokens=spec))
     bos = engine.tokenizer.bos_id or 1
-    params = SamplingParams(max_tokens=a.steps * 3 + 64, temperature=0.0, ignore_eos=True)
+    top_p = 0.95 if a.temperature > 0 else 1.0
+    params = SamplingParams(
+        max_tokens=a.steps * 4 + 64, temperature=a.temperature, top_p=top_p, ignore_eos=True
+    )
     rids = [engine.add_request([bos, 100 + i], params) for i in range(a.batch)]
     for _ in range(20):
         engine.step()
@@ -102,12 +107,13 @@ def main() -> None:
         engine.abort(rid)
     b = a.batch
     ov = step_by_overlap[True]
+    label = f"{b}, temperature {a.temperature}" if a.temperature else str(b)
     print(
-        f"batch {b}: engine step {1e6 * step:.1f} us ({b / step:.1f} tok/s); graph replay alone "
+        f"batch {label}: engine step {1e6 * step:.1f} us ({b / step:.1f} tok/s); graph replay alone "
         f"{1e6 * replay:.1f} us ({b / replay:.1f} tok/s); host gap {1e6 * (step - replay):.1f} us"
     )
     print(
-        f"batch {b}: with step overlap {1e6 * ov:.1f} us ({b / ov:.1f} tok/s), "
+        f"batch {label}: with step overlap {1e6 * ov:.1f} us ({b / ov:.1f} tok/s), "
         f"{step / ov:.3f}x; host gap {1e6 * (ov - replay):.1f} us"
     )
     for k, v in phases.items():

@@ -240,21 +240,20 @@ class LLMEngine:
         chain = self.overlap and chainable(batch)
         out = self.runner.execute(batch, greedy=chain)
         cur = _Launched(batch, out, t0, masks)
-        if chain:  # propose() just found no drafts for these sequences
+        if chain:  # propose() has just run for these sequences and found no drafts
             self._ahead = self._launch_ahead(cur, check_drafts=False)
         return events + self._finish(cur)
 
     def _launch_ahead(self, cur: _Launched, check_drafts: bool) -> _Launched | None:
         """Launch the decode step after `cur` (still on the device) when overlap.chainable
-        allows it and no sequence would draft (check_drafts: ask the speculator; its answer
-        comes from the tokens before cur's, a step late). cur's tokens are drawn on the device
+        allows it and no sequence has been drafting lately (Speculator.quiet; check_drafts:
+        make this step's proposal first, from the tokens before cur's: a step late). cur's tokens are drawn on the device
         and start their copy to the host first: the next replay of the same graph overwrites
         its logits and argmax."""
         out = cur.out
         if not self.overlap or out.greedy is None or not chainable(cur.batch):
             return None
-        seqs = [it.seq for it in cur.batch.items]
-        if check_drafts and self.speculator.would_draft(seqs):
+        if not self.speculator.quiet([it.seq for it in cur.batch.items], propose=check_drafts):
             return None
         nxt = self.scheduler.schedule_ahead(cur.batch)
         if nxt is None:

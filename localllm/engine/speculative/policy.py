@@ -42,11 +42,17 @@ DEFAULT_SPEC_MAX_BATCH = 4
 # adding its integer dot products (~0.14 of a step); wider verifies take the fused GEMM
 # (~2.1x flat). The linear fit through k = 4 and 8 prices both. CPU (the reference path):
 # every row costs about the same small extra, no fixed part.
-VERIFY_PRICE = {"cuda": (0.036, 0.136), "cpu": (0.0, 0.05)}  # device type -> (fixed, per_draft)
+# Session 10 (H200, PDL and step overlap on, the plain step 2.13 ms): k=4 1.738x, k=8 2.396x.
+VERIFY_PRICE = {"cuda": (0.080, 0.1645), "cpu": (0.0, 0.05)}  # device type -> (fixed, per_draft)
 VERIFY_COST_FIXED, VERIFY_COST_PER_DRAFT = VERIFY_PRICE["cpu"]
 # tokens of a sequence indexed per step at most: a 32K-token prompt is indexed over a few
 # steps (a few ms each) instead of stalling every stream for one long step
 SYNC_TOKENS_PER_STEP = 4096
+# step overlap (engine/overlap.py) launches a step before the previous step's token is known,
+# so the speculator can only look for a draft a step late: a sequence's steps chain only after
+# this many proposals in a row found no draft, so grounded text (drafts every few steps) keeps
+# verifying at once and open-ended text (long stretches without drafts) chains
+QUIET_STEPS = 4
 MIN_GAIN = 1.05  # draft only when the expected tokens per unit cost beat a plain step by this
 DECAY = 0.85  # weight of the past in the acceptance estimate, per observation
 PRIOR_ACCEPT, PRIOR_WEIGHT = 0.5, 2.0  # a new sequence starts as if 1 of 2 drafts was accepted

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from localllm.core import SequenceState
 from localllm.engine.speculative.ngram import NgramIndex
 from localllm.engine.speculative.policy import (
+    QUIET_STEPS,
     SYNC_TOKENS_PER_STEP,
     Acceptance,
     SpecPolicy,
@@ -25,6 +26,7 @@ class _SeqState:
     index: NgramIndex
     acceptance: Acceptance
     shadow_at: int = -1  # position the shadow proposal predicted
+    misses: int = 0  # proposals in a row that found no draft
 
 
 class Speculator:
@@ -53,17 +55,33 @@ class Speculator:
         for seq in seqs:
             seq.draft_ids = self._draft(seq)
 
-    def would_draft(self, decodes: Iterable[SequenceState]) -> bool:
-        """Whether `propose` would give any of these sequences a draft now (their draft_ids
-        stay empty). Step overlap asks this before it launches a step whose tokens are not
-        known yet; a step that had no drafts keeps the index and the shadow check current."""
+    def quiet(self, decodes: Iterable[SequenceState], propose: bool) -> bool:
+        """Whether these sequences may take a step launched before their last tokens are known
+        (step overlap): none speculates, or each one's last QUIET_STEPS proposals found no
+        draft. propose: make this step's proposal first (the step after a launched one has
+        none yet; its drafts are dropped: a step launched ahead verifies nothing)."""
         seqs = list(decodes)
         if len(seqs) > self.policy.max_batch:
-            return False
-        found = [bool(self._draft(seq)) for seq in seqs]  # every sequence's index keeps up
-        return any(found)
+            return True
+        if propose:
+            for seq in seqs:  # every sequence's index and shadow check keep up
+                self._draft(seq)
+        return all(self._misses(seq) >= QUIET_STEPS for seq in seqs)
+
+    def _misses(self, seq: SequenceState) -> int:
+        if self.k_max(seq) == 0:
+            return QUIET_STEPS
+        st = self._states.get(seq.seq_id)
+        return st.misses if st is not None else 0
 
     def _draft(self, seq: SequenceState) -> list[int]:
+        draft = self._find_draft(seq)
+        st = self._states.get(seq.seq_id)
+        if st is not None:
+            st.misses = 0 if draft else st.misses + 1
+        return draft
+
+    def _find_draft(self, seq: SequenceState) -> list[int]:
         tokens = seq.token_ids
         limit = min(
             self.k_max(seq),
