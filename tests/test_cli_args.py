@@ -39,8 +39,10 @@ def test_defaults_are_the_dataclass_defaults_and_flags_reach_the_config(tmp_path
     args = build_parser().parse_args(
         ["generate", "-m", str(model), "-p", "", "--block-size", "32", "--no-prefix-caching"]
         + ["--fp16-gemv", "--no-cuda-graphs", "--kv-dtype", "int8", "--decode-prefill-chunk", "0"]
+        + ["--step-overlap", "off"]
     )
     cfg = engine_config(args, max_num_seqs=1)
+    assert cfg.step_overlap == "off" and not cfg.step_overlap_on(graphs=True)
     assert (cfg.block_size, cfg.enable_prefix_caching, cfg.int8_activations) == (32, False, False)
     assert (cfg.cuda_graphs, cfg.kv_dtype, cfg.decode_prefill_chunk) == (False, "int8", 0)
     assert cfg.max_num_seqs == 1
@@ -64,6 +66,19 @@ def test_block_size_changes_the_pool_not_the_text(testdata, capsys):
     out = capsys.readouterr().out.strip()
     expected = re.sub(r"<0x([0-9A-F]{2})>", lambda m: chr(int(m.group(1), 16)), gold["text"])
     assert out and expected.strip().startswith(out)
+
+
+def test_step_overlap_from_the_command_line(testdata, capsys):
+    """`--step-overlap on` forces overlapped steps on the CPU path: the same greedy text."""
+    gold = json.loads((testdata / "golden" / "stories260K_greedy.json").read_text())
+    model = str(testdata / "models" / "stories260K.gguf")
+    args = ["generate", "-m", model, "-p", "", "-n", "40", "-t", "0", "--step-overlap", "on"]
+    assert main(args) == 0
+    out = capsys.readouterr().out.strip()
+    expected = re.sub(r"<0x([0-9A-F]{2})>", lambda m: chr(int(m.group(1), 16)), gold["text"])
+    assert out and expected.strip().startswith(out)
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["generate", "-m", "x", "-p", "", "--step-overlap", "yes"])
 
 
 def _subparsers(parser):
