@@ -253,3 +253,20 @@ def test_parse_batched_bench_recorded_table() -> None:
     rows = parse_batched_bench(BATCHED_TABLE)
     assert [(r["b"], r["s_tg"], r["t"]) for r in rows] == [(1, 41.57, 3.187), (2, 50.90, 5.227), (4, 74.44, 7.251)]  # fmt: skip
     assert rows[0]["pp"] == 128 and rows[0]["n_kv"] == 256
+
+
+def test_profile_sizes_the_engine_for_its_sequences(cache) -> None:
+    """--profile runs its own decode sequences (PROFILE_CONTEXT tokens, one per batch row):
+    the engine is sized for them even when the scenarios need less (`-p 0 -n 16 --depth 0`)."""
+    from localllm.bench.profile import PROFILE_CONTEXT
+    from localllm.bench.sizes import sizes_from_args
+    from localllm.cli import build_parser
+    from localllm.cli.bench import _base_config, scenario_names
+
+    flags = ["--scenario", "tg", "-p", "0", "-n", "16", "--depth", "0"]
+    args = build_parser().parse_args(["bench", *TINY, *flags])
+    names, sizes = scenario_names(args), sizes_from_args(args)
+    plain = _base_config(args, names, sizes)
+    assert plain.max_model_len < PROFILE_CONTEXT  # what the profile failed on before
+    cfg = _base_config(args, names, sizes, (1, 32))
+    assert cfg.max_model_len >= PROFILE_CONTEXT and cfg.max_num_seqs >= 32

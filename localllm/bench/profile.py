@@ -33,15 +33,23 @@ def categorize(name: str) -> str:
     )
 
 
-def profile_decode(engine, batch: int, steps: int = 20) -> dict:
+PROFILE_STEPS = 20  # profiled decode steps
+WARM_STEPS = 10  # untimed steps first: prefill done, decode graphs warm
+PROMPT_TOKENS = 2  # BOS and one token per sequence
+# the context a profiled sequence needs (bench sizes its engine for it: cli/bench.py)
+PROFILE_CONTEXT = PROMPT_TOKENS + WARM_STEPS + PROFILE_STEPS + 8
+
+
+def profile_decode(engine, batch: int, steps: int = PROFILE_STEPS) -> dict:
     """Put `batch` sequences into decode, then profile `steps` engine steps."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
     bos = engine.tokenizer.bos_id or 1
-    params = SamplingParams(max_tokens=steps + 40, temperature=0.0, ignore_eos=True)
+    gen = min(steps + WARM_STEPS + 8, engine.max_model_len - PROMPT_TOKENS)
+    params = SamplingParams(max_tokens=gen, temperature=0.0, ignore_eos=True)
     ids = [engine.add_request([bos, 100 + i], params) for i in range(batch)]
-    for _ in range(10):  # prefill done, decode steps warm
+    for _ in range(WARM_STEPS):
         engine.step()
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:

@@ -100,10 +100,14 @@ def spec_k(args: argparse.Namespace) -> int:
     return k
 
 
-def _base_config(args: argparse.Namespace, names: list[str], sizes: Sizes):
-    """The main engine's config, sized for the chosen scenarios (with speculation on when spec
-    is the only scenario: one engine instead of two)."""
-    need = context_needed(names, sizes)
+def _base_config(
+    args: argparse.Namespace, names: list[str], sizes: Sizes, profile: tuple[int, ...] = ()
+):
+    """The main engine's config, sized for the chosen scenarios and the --profile batches
+    (with speculation on when spec is the only scenario: one engine instead of two)."""
+    from localllm.bench.profile import PROFILE_CONTEXT
+
+    need = max(context_needed(names, sizes), PROFILE_CONTEXT if profile else 0)
     if args.max_model_len and args.max_model_len < need:
         raise LocalLLMError(
             f"bench: these scenarios need a context of {need} tokens; --max-model-len "
@@ -113,7 +117,7 @@ def _base_config(args: argparse.Namespace, names: list[str], sizes: Sizes):
         args,
         model=resolve_model(args.model or DEFAULT_MODEL),
         max_model_len=args.max_model_len or need,
-        max_num_seqs=max(args.max_num_seqs, sequences_needed(names, sizes)),
+        max_num_seqs=max(args.max_num_seqs, sequences_needed(names, sizes), *profile),
         max_num_batched_tokens=max(args.max_num_batched_tokens, *sizes.pp),
         **({"spec_tokens": spec_k(args)} if names == ["spec"] else {}),
     )
@@ -171,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
             "try --model FILE --sizes tiny",
             file=sys.stderr,
         )
-    cfg = _base_config(args, names, sizes)
+    cfg = _base_config(args, names, sizes, profile)
     doc = run_suite(
         cfg, names, sizes, _build,
         model_label=model_label(args.model or DEFAULT_MODEL),
