@@ -270,3 +270,17 @@ def test_profile_sizes_the_engine_for_its_sequences(cache) -> None:
     assert plain.max_model_len < PROFILE_CONTEXT  # what the profile failed on before
     cfg = _base_config(args, names, sizes, (1, 32))
     assert cfg.max_model_len >= PROFILE_CONTEXT and cfg.max_num_seqs >= 32
+
+
+def test_profile_report_with_and_without_pdl() -> None:
+    """With programmatic dependent launch each kernel's span includes its wait for the one
+    before: the report says so instead of printing shares of the step that overlap."""
+    from localllm.bench.profile import format_profile
+
+    p = {"batch": 1, "step_ms": 2.0, "kernel_us": 3000.0,
+         "fractions": {"weights (GEMV/GEMM)": 1.3, "idle (launch gaps, host)": 0.0},
+         "kernels": [("_dp4a_kernel", 2500.0, 96.0)]}  # fmt: skip
+    plain = format_profile({**p, "pdl": False})
+    assert "weights (GEMV/GEMM)" in plain and "LOCALLLM_PDL=0" not in plain
+    pdl = format_profile({**p, "pdl": True})
+    assert "LOCALLLM_PDL=0" in pdl and "130.0%" not in pdl and "_dp4a_kernel" in pdl
