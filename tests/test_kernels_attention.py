@@ -346,6 +346,18 @@ def test_triton_decode_merges_in_kernel() -> None:
     for parts in (4, 4, 2):  # 2: the grid, not a quarter of the context, sets the length
         _compare_triton(batch, 0.2, ACT_TOL[torch.float16], parts=parts)
     assert all(int(c.abs().sum()) == 0 for c in at._COUNTERS.buffers())
+    # a plan made for a long window (a CUDA graph's) over short live contexts: the floor on
+    # the partitions that hold them (DECODE_LIVE_PARTS) spreads 300 keys over 5 of 16, not 3
+    args = list(batch.args(0.2))
+    args[9] = 4096  # max_seq_len: the window the plan is for
+    expect = REF.paged_attention(*batch.args(0.2))
+    for live in (1, 8):
+        got = at.run_paged_attention(*args, parts=16, live_parts=live)
+        tol = ACT_TOL[torch.float16]
+        torch.testing.assert_close(got.float(), expect.float(), atol=tol, rtol=tol)
+    plan = at.plan_launch(1, 8, 4, 128, 1, 16640, 264)  # llama3-8b, batch 1, H200-sized
+    assert (plan.parts, plan.part_len, plan.live_parts) == (33, 512, at.DECODE_LIVE_PARTS)
+    assert at.plan_launch(64, 8, 4, 128, 1, 16640, 264).live_parts == 1  # many tiles: none
     one = make_batch([(1, 300)], 8, 2, 32, 16, torch.float16, torch.float16, seed=12)
     got = at.run_paged_attention(*one.args(0.2), parts=4, quant="w4")
     assert isinstance(got, QAct)

@@ -31,6 +31,12 @@ MIN_PART = 128  # fewest KV tokens per decode partition
 # partitions ran int8 KV in 101 us instead of 164, fp16 in 74-80 instead of 89)
 DECODE_PART_LEN = 512
 LONG_WAVES = 4
+# ... and at least this many partitions hold the live context, whatever window the plan was
+# made for (a CUDA graph's is max_model_len): batch-1 decode attention in a plan for a 16,640-
+# token window at 2,048 / 4,096 live tokens (H200, scripts/sweep_decode_parts.py, session 10):
+# llama3-8b fp16 18.8 -> 13.9 / 20.1 -> 18.6 us, int8 24.4 -> 14.7 / 26.5 -> 20.7; llama2-7b
+# fp16 24.1 -> 16.1 / 33.7 -> 28.7, int8 32.1 -> 16.8 / 44.9 -> 27.6; unchanged from 8,192 on
+DECODE_LIVE_PARTS = 16
 
 
 @dataclass(frozen=True)
@@ -41,6 +47,7 @@ class Plan:
     parts: int  # KV partitions per sequence (> 1: split-KV + merge)
     part_len: int  # KV tokens per partition
     num_warps: int
+    live_parts: int = 1  # decode: at least this many partitions hold the live context
 
 
 def target_programs(props: DeviceProps) -> int:
@@ -120,9 +127,11 @@ def plan_launch(
     if parts == 1:
         return Plan(block_m, block_n, m_blocks, 1, 2**30, warps)
     part_len = triton.cdiv(triton.cdiv(max(max_seq_len, 1), parts), block_n) * block_n
-    return Plan(
-        block_m, block_n, m_blocks, triton.cdiv(max(max_seq_len, 1), part_len), part_len, warps
-    )
+    parts = triton.cdiv(max(max_seq_len, 1), part_len)
+    # few sequences x heads (the long-context rule's case): spread short live contexts too
+    few = max_q_len <= DECODE_MAX_Q and 2 * batch * n_kv * m_blocks <= target_programs
+    live = min(DECODE_LIVE_PARTS, parts) if few else 1
+    return Plan(block_m, block_n, m_blocks, parts, part_len, warps, live)
 
 
 def _check_layout(
@@ -151,7 +160,7 @@ def run_paged_attention(
     v_scale: torch.Tensor | None, block_tables: torch.Tensor, cu_seqlens_q: torch.Tensor,
     seq_lens: torch.Tensor, max_q_len: int, max_seq_len: int, scale: float,
     out: torch.Tensor | None = None, parts: int | None = None, num_stages: int | None = None,
-    quant: str | None = None, props: DeviceProps | None = None,
+    quant: str | None = None, props: DeviceProps | None = None, live_parts: int | None = None,
 ) -> torch.Tensor | QAct:  # fmt: skip
     """paged_attention with a forced number of KV partitions / pipeline stages (tests, bench).
     With `quant` (an int8 layout), one token and a split-KV plan, the merge also writes the
@@ -160,7 +169,8 @@ def run_paged_attention(
     partitions (at least one KV tile each), and of those that hold keys the last to finish
     combines them (one partition writes the output directly); longer chunks over a split KV
     take the separate merge kernel with the planned partition length. `props`: the GPU the
-    plan is for (default: q's device; the interpreter plans one partition)."""
+    plan is for (default: q's device; the interpreter plans one partition). `live_parts`
+    forces the plan's floor on the partitions of a decode's live context (tests)."""
     check_attention_args(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens)
     _check_layout(q, k_cache, v_cache, k_scale, v_scale, block_tables)
     kv_quant = is_quantized(k_cache.dtype)
@@ -199,6 +209,7 @@ def run_paged_attention(
         BLOCK_N=plan.block_n, HEAD_DIM=d, D_PAD=d_pad, BLOCK_SIZE=bs, QUANT=kv_quant,
         SPLIT=split, IEEE=q.dtype == torch.float32, MERGE=merge,
         OUT_QUANT=code if merge else 0, num_warps=plan.num_warps, num_stages=num_stages, **pdl,
+        LIVE_PARTS=(live_parts or plan.live_parts) if merge else 1,
     )  # fmt: skip
     if split and not merge:
         _merge_kernel[(t, hq)](

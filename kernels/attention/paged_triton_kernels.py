@@ -129,6 +129,7 @@ def _attn_kernel(
     MERGE: tl.constexpr = False,
     OUT_QUANT: tl.constexpr = 0,
     PDL: tl.constexpr = False,
+    LIVE_PARTS: tl.constexpr = 1,
 ):
     pdl_enter(PDL)
     TOK: tl.constexpr = BLOCK_M // G
@@ -155,9 +156,12 @@ def _attn_kernel(
         # graph may see: a quarter of it (>= one KV tile) up to the planned length, and never
         # fewer than the grid needs (H200, batch 1, 8B heads: 129 tokens 7.4 vs 8.1 us, 256
         # tokens 7.8 vs 9.8 us; all 16 partitions of 64 at 1,024 tokens were slower: 13.2 vs 11.7)
+        # LIVE_PARTS > 1: at least that many partitions hold the live context (the plan's
+        # length, made for the graph's whole window, left most SMs idle at 2-8K tokens)
         quarter = tl.maximum(tl.cdiv(tl.cdiv(seq_len, 4), BLOCK_N), 1) * BLOCK_N
+        spread = tl.maximum(tl.cdiv(tl.cdiv(seq_len, LIVE_PARTS), BLOCK_N), 1) * BLOCK_N
         least = tl.cdiv(tl.cdiv(seq_len, tl.num_programs(2)), BLOCK_N) * BLOCK_N
-        part_len = tl.maximum(tl.minimum(quarter, part_len), least)
+        part_len = tl.maximum(tl.minimum(tl.minimum(quarter, part_len), spread), least)
     lo = p * part_len
     last = tl.minimum(tl.program_id(0) * TOK + TOK, q_len)  # causal bound of this row tile
     hi = tl.minimum(tl.minimum(seq_len, lo + part_len), seq_len - q_len + last)
