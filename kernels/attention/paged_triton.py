@@ -129,8 +129,10 @@ def plan_launch(
     part_len = triton.cdiv(triton.cdiv(max(max_seq_len, 1), parts), block_n) * block_n
     parts = triton.cdiv(max(max_seq_len, 1), part_len)
     # few sequences x heads (the long-context rule's case): spread short live contexts too
+    # (with fewer partitions than that in the grid, the kernel fills all of them; one value,
+    # not min(16, parts), keeps the compiled variants to two)
     few = max_q_len <= DECODE_MAX_Q and 2 * batch * n_kv * m_blocks <= target_programs
-    live = min(DECODE_LIVE_PARTS, parts) if few else 1
+    live = DECODE_LIVE_PARTS if few else 1
     return Plan(block_m, block_n, m_blocks, parts, part_len, warps, live)
 
 
