@@ -161,8 +161,10 @@ def test_prefix_cache_clean_after_a_sequence_ends_mid_chain(off: LLMEngine, on: 
     overlap (no stale or wrong K/V cached)."""
     prompt = _prompts(1, seed=4)[0]
     sp = SamplingParams(max_tokens=37, temperature=0.0, ignore_eos=True)
-    first = _run(on, [prompt], [SamplingParams(max_tokens=37, temperature=0.0,
-                                               stop_token_ids=[_run(off, [prompt], [sp])[0][0][29]])])  # fmt: skip
+    stop = _run(off, [prompt], [sp])[0][0][29]  # ends it mid-chain, at or before token 30
+    first = _run(
+        on, [prompt], [SamplingParams(max_tokens=37, temperature=0.0, stop_token_ids=[stop])]
+    )
     longer = prompt + first[0][0] + [77, 78, 79]
     sp2 = SamplingParams(max_tokens=25, temperature=0.0, ignore_eos=True)
     hits = on.block_manager.hits

@@ -247,9 +247,9 @@ class LLMEngine:
     def _launch_ahead(self, cur: _Launched, check_drafts: bool) -> _Launched | None:
         """Launch the decode step after `cur` (still on the device) when overlap.chainable
         allows it and no sequence has been drafting lately (Speculator.quiet; check_drafts:
-        make this step's proposal first, from the tokens before cur's: a step late). cur's tokens are drawn on the device
-        and start their copy to the host first: the next replay of the same graph overwrites
-        its logits and argmax."""
+        make this step's proposal first, from the tokens before cur's: a step late). cur's
+        tokens are drawn on the device and start their copy to the host first: the next
+        replay of the same graph overwrites its logits and argmax."""
         out = cur.out
         if not self.overlap or out.greedy is None or not chainable(cur.batch):
             return None
