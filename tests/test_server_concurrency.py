@@ -1,4 +1,5 @@
-"""Many concurrent streams give the same text as one at a time; disconnects free KV at once."""
+"""Many concurrent streams give the same text as one at a time; disconnects free KV at once
+(with step overlap too)."""
 
 from __future__ import annotations
 
@@ -19,15 +20,23 @@ PLACES = ["park", "beach", "forest", "shop", "school", "garden", "zoo", "farm"]
 PROMPTS = [f"{n} went to the {p}" for n in NAMES for p in PLACES]  # 32 prompts
 
 
-@pytest.fixture(scope="module", params=[None, 40], ids=["big-pool", "tight-pool"])
+@pytest.fixture(
+    scope="module",
+    params=[(None, "auto"), (40, "auto"), (40, "on")],
+    ids=["big-pool", "tight-pool", "tight-pool-overlap"],
+)
 def server(request: pytest.FixtureRequest):
-    # tight-pool: 40 blocks of 16 tokens for 32 streams forces waiting and preemption
+    # tight-pool: 40 blocks of 16 tokens for 32 streams forces waiting and preemption;
+    # overlap: decode steps launched ahead of their tokens (engine/overlap.py; auto is off on
+    # the CPU) under the same load, disconnects and timeouts
+    blocks, overlap = request.param
     srv = model_server(
         data_path("models", "stories260K.gguf"),
         api_key=KEY,
         device="cpu",
         max_model_len=256,
-        num_kv_blocks=request.param,
+        num_kv_blocks=blocks,
+        step_overlap=overlap,
     )
     wait_ready(srv)
     yield srv
@@ -73,6 +82,9 @@ def test_32_concurrent_streams_match_sequential(server):
     assert s["blocks_free"] == s["blocks_total"]  # every block free or (evictable) cached
     if s["blocks_total"] == 40:
         assert s["preemptions"] > 0  # the tight pool did exercise preemption
+    assert (s["steps_ahead"] > 0) == server.app.state.ctx.holder.get().engine.overlap
+    metrics = httpx.get(server.url + "/metrics", headers={"Authorization": f"Bearer {KEY}"})
+    assert f"localllm_engine_steps_ahead_total {float(s['steps_ahead'])}" in metrics.text
 
 
 def test_disconnect_mid_stream_aborts_and_frees_blocks(server):

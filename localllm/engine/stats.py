@@ -84,6 +84,7 @@ class EngineSnapshot:
     spec_accepted: int
     preemptions: int
     steps: int
+    steps_ahead: int  # decode steps launched before the previous step's tokens were taken
     requests_received: int
     requests_finished: int
     requests_aborted: int
@@ -103,6 +104,7 @@ class EngineSnapshot:
             spec_accepted=s.spec_accepted,
             preemptions=s.preemptions,
             steps=s.steps,
+            steps_ahead=s.steps_ahead,
             requests_received=s.requests_received,
             requests_finished=s.requests_finished,
             requests_aborted=s.requests_aborted,

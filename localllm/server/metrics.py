@@ -130,6 +130,11 @@ _COUNTERS = [
     ("spec_accepted", "spec_accepted_tokens", "Speculative draft tokens accepted"),
     ("preemptions", "preemptions", "Sequences preempted (recomputed later)"),
     ("steps", "engine_steps", "Engine steps run"),
+    (
+        "steps_ahead",
+        "engine_steps_ahead",
+        "Decode steps launched before the previous step's tokens reached the host (step overlap)",
+    ),
     ("requests_aborted", "engine_aborted_requests", "Requests aborted (client gone ...)"),
 ]
 
