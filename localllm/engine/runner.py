@@ -158,6 +158,8 @@ class ModelRunner:
     # ---- memory -------------------------------------------------------------------------
     def close(self) -> None:
         """Free the CUDA graphs, the KV pool and the weights (LLMEngine.close)."""
+        if self.device.type == "cuda":  # a step launched ahead may still be running
+            torch.cuda.synchronize(self.device)
         if self.graphs is not None:
             self.graphs.close()
             self.graphs = None
