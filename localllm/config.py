@@ -77,6 +77,7 @@ class ModelConfig:
 
 KV_DTYPES = ("auto", "fp32", "fp16", "bf16", "int8", "fp8")
 BLOCK_SIZES = (8, 16, 32, 64)
+STEP_OVERLAP = ("auto", "on", "off")  # --step-overlap (engine/overlap.py)
 
 # Most prefill tokens in a step that also decodes, on a GPU, when --decode-prefill-chunk is not
 # given (no cap on CPU). Such steps replay the mixed CUDA graphs (cuda_graphs.MIXED_CHUNK is this
@@ -199,7 +200,7 @@ class EngineConfig:
         "--step-overlap",
         "launch a greedy decode step before the previous step's tokens reach the host, so the "
         "GPU does not wait for detokenizing and scheduling",
-        choices=("auto", "on", "off"),
+        choices=STEP_OVERLAP,
         shown="auto: on with CUDA graphs",
     )
     threads: int | None = option(
@@ -235,7 +236,7 @@ class EngineConfig:
             raise ValueError(f"--spec-tokens must be in [0, {MAX_SPEC_TOKENS}]")
         if self.spec_max_batch is not None and self.spec_max_batch < 1:
             raise ValueError("spec_max_batch must be >= 1")
-        if self.step_overlap not in ("auto", "on", "off"):
+        if self.step_overlap not in STEP_OVERLAP:
             raise ValueError(f"--step-overlap must be auto, on or off, got {self.step_overlap!r}")
         if not 1 <= self.spec_ngram_min <= self.spec_ngram_max:
             raise ValueError("need 1 <= --spec-ngram-min <= --spec-ngram-max")

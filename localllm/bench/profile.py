@@ -36,8 +36,9 @@ def categorize(name: str) -> str:
 PROFILE_STEPS = 20  # profiled decode steps
 WARM_STEPS = 10  # untimed steps first: prefill done, decode graphs warm
 PROMPT_TOKENS = 2  # BOS and one token per sequence
+SPARE_TOKENS = 8  # generated past the profiled steps, so no sequence ends inside them
 # the context a profiled sequence needs (bench sizes its engine for it: cli/bench.py)
-PROFILE_CONTEXT = PROMPT_TOKENS + WARM_STEPS + PROFILE_STEPS + 8
+PROFILE_CONTEXT = PROMPT_TOKENS + WARM_STEPS + PROFILE_STEPS + SPARE_TOKENS
 
 
 def profile_decode(engine, batch: int, steps: int = PROFILE_STEPS) -> dict:
@@ -46,7 +47,7 @@ def profile_decode(engine, batch: int, steps: int = PROFILE_STEPS) -> dict:
     from torch.profiler import ProfilerActivity, profile
 
     bos = engine.tokenizer.bos_id or 1
-    gen = min(steps + WARM_STEPS + 8, engine.max_model_len - PROMPT_TOKENS)
+    gen = min(WARM_STEPS + steps + SPARE_TOKENS, engine.max_model_len - PROMPT_TOKENS)
     params = greedy(gen)  # plain steps: drafts of a looping output would end it early
     ids = [engine.add_request([bos, 100 + i], params) for i in range(batch)]
     for _ in range(WARM_STEPS):

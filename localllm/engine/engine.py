@@ -222,7 +222,8 @@ class LLMEngine:
             return []
         if self._ahead is not None:
             cur, self._ahead = self._ahead, None
-            self._ahead = self._launch_ahead(cur, check_drafts=True)
+            if self.overlap and chainable(cur.batch):
+                self._ahead = self._launch_ahead(cur, check_drafts=True)
             return self._finish(cur)
         decoding = [s for s in self.scheduler.running if not s.in_prefill]
         self.speculator.propose(decoding)
@@ -245,14 +246,13 @@ class LLMEngine:
         return events + self._finish(cur)
 
     def _launch_ahead(self, cur: _Launched, check_drafts: bool) -> _Launched | None:
-        """Launch the decode step after `cur` (still on the device) when overlap.chainable
-        allows it and no sequence has been drafting lately (Speculator.quiet; check_drafts:
-        make this step's proposal first, from the tokens before cur's: a step late). cur's
-        tokens are drawn on the device and start their copy to the host first: the next
-        replay of the same graph overwrites its logits and argmax."""
+        """Launch the decode step after `cur` (still on the device; overlap.chainable: the
+        caller checked) when no sequence has been drafting lately (Speculator.quiet;
+        check_drafts: make this step's proposal first, from the tokens before cur's: a step
+        late). cur's tokens are drawn on the device and start their copy to the host first:
+        the next replay of the same graph overwrites its logits and argmax."""
         out = cur.out
-        if not self.overlap or out.greedy is None or not chainable(cur.batch):
-            return None
+        assert out.greedy is not None, "a chainable step is run with its argmax"
         if not self.speculator.quiet([it.seq for it in cur.batch.items], propose=check_drafts):
             return None
         nxt = self.scheduler.schedule_ahead(cur.batch)
@@ -271,7 +271,10 @@ class LLMEngine:
         if cur.ids is not None:  # its tokens were drawn on the device (step overlap)
             taken = taken_from_ids(batch, cur.ids)
         else:
-            if cur.masks is None:  # a step launched ahead: sample only what is still running
+            # sample only what still runs (a step launched ahead may hold a sequence that
+            # ended since); a step with grammar masks is never launched ahead, and its rows
+            # must stay aligned with the masks
+            if cur.masks is None:
                 batch, rows = _running(batch, out.rows)
                 out = StepOutput(out.logits, rows, out.greedy)
             # masks the constrained rows on the device; their argmax joins the greedy ids

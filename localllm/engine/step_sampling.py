@@ -81,15 +81,14 @@ def tokens_on_device(
     `argmax_on_device` take greedy; the others go to the sampler exactly as `sample_step`
     sends them (the same rows in one call, so the same random draws). No logprobs here."""
     n = len(batch.items)
-    assert [r for r in rows] == [(i, 1) for i in range(n)], "a plain decode step's rows"
-    other = [i for i, it in enumerate(batch.items) if not it.seq.params.argmax_on_device]
+    assert rows == [(i, 1) for i in range(n)], "a plain decode step's rows"
+    other: list[_Item] = [
+        (it.seq, i, []) for i, it in enumerate(batch.items) if not it.seq.params.argmax_on_device
+    ]
     if not other:
         return greedy[:n]
-    index = sampler.device_index(other)  # pinned, async: no sync
-    drawn = sampler.tokens(
-        logits.index_select(0, index), [sampling_row(batch.items[i].seq) for i in other]
-    )
-    return greedy[:n].clone().index_copy_(0, index, drawn)
+    index, lg, srows = _plain_rows(sampler, other, logits)  # row i is item i
+    return greedy[:n].clone().index_copy_(0, index, sampler.tokens(lg, srows))
 
 
 def taken_from_ids(batch: ScheduledBatch, ids: HostIds) -> StepTokens:
@@ -116,12 +115,21 @@ class HostIds:
         return self._host.tolist()
 
 
+def _plain_rows(
+    sampler: Sampler, items: list[_Item], logits: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, list[SamplingRow]]:
+    """(row indices [n] on the device, those logits rows [n, V], their sampling rows) of plain
+    items, as the sampler gets them in one call, whether a plain step samples them or a step
+    launched ahead (`tokens_on_device`): the same rows give the same random draws."""
+    index = sampler.device_index([r0 for _, r0, _ in items])  # pinned, async: no sync
+    return index, logits.index_select(0, index), [sampling_row(seq) for seq, _, _ in items]
+
+
 def _sample_plain(
     sampler: Sampler, items: list[_Item], logits: torch.Tensor, out: StepTokens
 ) -> None:
-    srows = [sampling_row(seq) for seq, _, _ in items]
-    index = torch.tensor([r0 for _, r0, _ in items], device=logits.device)
-    res = sampler.sample(logits.index_select(0, index), srows)
+    _, lg, srows = _plain_rows(sampler, items, logits)
+    res = sampler.sample(lg, srows)
     for j, (seq, _, _) in enumerate(items):
         out.accepted[seq.seq_id] = [res.token_ids[j]]
         if res.logprobs is not None and seq.params.logprobs is not None:
