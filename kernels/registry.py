@@ -30,6 +30,7 @@ def reference_ops() -> OpSet:
     from localllm.kernels.fused import (
         activation,
         argmax,
+        linear_norm,
         masked_argmax,
         norm,
         qkv_rope,
@@ -41,6 +42,7 @@ def reference_ops() -> OpSet:
     return OpSet(
         rms_norm=norm.rms_norm,
         add_rms_norm=norm.add_rms_norm,
+        linear_add_rms_norm=linear_norm.linear_add_rms_norm,
         silu_mul=activation.silu_mul,
         rope_store_kv=rope_kv.rope_store_kv,
         paged_attention=paged.paged_attention,
@@ -59,6 +61,7 @@ def triton_ops() -> OpSet:
     from localllm.kernels.fused import (
         activation_triton,
         argmax_triton,
+        linear_norm_triton,
         masked_argmax_triton,
         norm_triton,
         qkv_rope_triton,
@@ -70,6 +73,7 @@ def triton_ops() -> OpSet:
     return OpSet(
         rms_norm=norm_triton.rms_norm,
         add_rms_norm=norm_triton.add_rms_norm,
+        linear_add_rms_norm=linear_norm_triton.linear_add_rms_norm,
         silu_mul=activation_triton.silu_mul,
         rope_store_kv=rope_kv_triton.rope_store_kv,
         paged_attention=paged_triton.paged_attention,
