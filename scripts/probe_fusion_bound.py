@@ -43,6 +43,8 @@ def main() -> None:
     ap.add_argument("--skip", default="norm,silu", help="comma list of: norm, silu ('' = none)")
     ap.add_argument("--unfused", action="store_true",
                     help="compose qlinear + add_rms_norm instead of the fused launch")  # fmt: skip
+    ap.add_argument("--fused-config", default="",
+                    help="BN,WARPS of the fused launch (default: the dp4a GEMV's own config)")  # fmt: skip
     ap.add_argument("cli", nargs=argparse.REMAINDER, help="-- then `localllm` arguments")
     a = ap.parse_args()
     skip = {s for s in a.skip.split(",") if s}
@@ -50,6 +52,20 @@ def main() -> None:
 
     if a.unfused:
         linear_norm_triton._fused_config = lambda *args: None
+    elif a.fused_config:
+        import dataclasses
+
+        bn, warps = (int(v) for v in a.fused_config.split(","))
+        own = linear_norm_triton._fused_config
+
+        def forced(x, w, *rest):
+            cfg = own(x, w, *rest)
+            if cfg is None:
+                return None
+            cfg = dataclasses.replace(cfg, bn=bn, warps=warps)
+            return cfg if linear_norm_triton.norm_fusable(cfg, w.fmt, w.n, w.k) else None
+
+        linear_norm_triton._fused_config = forced
 
     if "norm" in skip:
         real_add = norm_triton.add_rms_norm
@@ -74,7 +90,7 @@ def main() -> None:
             lambda args, kw: (args[0].shape, args[0].device, kw.get("quant")),
         )
     print(f"skipped one-row launches: {sorted(skip) or 'none'}; fused projection + norm: "
-          f"{'off' if a.unfused else 'on'}", flush=True)  # fmt: skip
+          f"{'off' if a.unfused else 'on ' + (a.fused_config or 'own config')}", flush=True)  # fmt: skip
     from localllm.cli import main as cli_main
 
     cli = a.cli[1:] if a.cli[:1] == ["--"] else a.cli

@@ -139,3 +139,24 @@ def test_pending_norm_through_a_k_split() -> None:
     torch.testing.assert_close(split, one, rtol=1e-4, atol=1e-4)
     want = qlinear_triton(plain(fused), w_next, out_dtype=torch.float32)
     assert _rel(one, want) < 2e-2
+
+
+def test_whole_group_programs_match_the_last_of_group_path() -> None:
+    """Programs of whole groups (BN 32, 64: no counters) emit what the last-of-group path of
+    narrow programs (BN 2, 4) emits: the same residual, sums of squares and int8 form."""
+    n, k = 128, 256
+    w = _w(QT.Q4_K, n, k, 8)
+    planes = [w.tensors[p] for p in kernel_facts("q4_k").planes]
+    x = QAct(torch.randn(1, k, device=DEV, dtype=DT))
+    qlinear_triton(x, w)  # quantizes x on first use
+    xq, xs = x.q["w4"]
+    residual = torch.randn(1, n, device=DEV, dtype=DT)
+    norm_w = torch.rand(n, device=DEV, dtype=DT) + 0.5
+    outs = [dp.dp4a_norm_launch(xq, xs, planes, "q4_k", dp.Dp4aConfig(bn, 1, warps), residual,
+                                norm_w, "w4")
+            for bn, warps in ((2, 2), (4, 1), (32, 4), (64, 2))]  # fmt: skip
+    for got in outs[1:]:
+        for a, b in zip(got, outs[0], strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    assert not dp.norm_fusable(dp.Dp4aConfig(64, 1, 2), "q4_k", 96, k)  # 96 % 64
+    assert dp.norm_fusable(dp.Dp4aConfig(32, 1, 2), "q4_k", 96, k)

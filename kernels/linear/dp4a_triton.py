@@ -184,23 +184,31 @@ def _dp4a_kernel(
 def _norm_epilogue(res, offs_n, mask_n, pid_n, N, out_ptr, R, R_OUT, NW, XQ, XS, SS_OUT, CNT,
                    BN: tl.constexpr, W8: tl.constexpr):  # fmt: skip
     """One row's GEMV result res [BN] (columns offs_n) ends as add_rms_norm would begin: r = h +
-    residual (h rounded as the GEMV would store it, r as the stream's dtype) goes to R_OUT. The
-    last program to finish a group of 32 columns (32 / BN programs each; CNT: zeroed counters,
-    left zeroed) reads the group's r back and writes its sum of squares (SS_OUT [N / 32]) and
-    the int8 form of r * NW with raw scales (`_quant_store`): the norm's one factor
-    rsqrt(sum(SS_OUT) / N + eps) is applied by the GEMV that reads it."""
+    residual (h rounded as the GEMV would store it, r as the stream's dtype) goes to R_OUT, and
+    each group of 32 columns gets its sum of squares (SS_OUT [N / 32]) and the int8 form of
+    r * NW with raw scales (`_quant_store`): the norm's one factor rsqrt(sum(SS_OUT) / N + eps)
+    is applied by the GEMV that reads it. A program of whole groups (BN >= 32) does that from
+    its registers; narrower ones leave it to the last of the group's 32 / BN programs to
+    finish (CNT: zeroed counters, left zeroed), which reads the group's r back."""
     h = res.to(out_ptr.dtype.element_ty).to(tl.float32)
     r = tl.load(R + offs_n, mask=mask_n, other=0.0).to(tl.float32)
-    tl.store(R_OUT + offs_n, (h + r).to(R_OUT.dtype.element_ty), mask=mask_n)
-    # the last program of the group quantizes it (release ours, acquire the others')
-    tl.debug_barrier()
-    g = (pid_n * BN) // 32
-    if tl.atomic_add(CNT + g, 1, sem="acq_rel", scope="gpu") == 32 // BN - 1:
-        c = g * 32 + tl.arange(0, 32)
-        v = tl.load(R_OUT + c, cache_modifier=".cg").to(tl.float32)
-        tl.store(SS_OUT + g, tl.sum(v * v, axis=0))
-        _quant_store(v * tl.load(NW + c).to(tl.float32), g * 32, N, XQ, XS, 32, W8)
-        tl.atomic_xchg(CNT + g, 0)  # zero for the next launch (and graph replay)
+    v = (h + r).to(R_OUT.dtype.element_ty)
+    tl.store(R_OUT + offs_n, v, mask=mask_n)
+    if BN >= 32:
+        vf = v.to(tl.float32)
+        g = (pid_n * BN) // 32 + tl.arange(0, BN // 32)
+        tl.store(SS_OUT + g, tl.sum(tl.reshape(vf * vf, [BN // 32, 32]), axis=1))
+        _quant_store(vf * tl.load(NW + offs_n).to(tl.float32), pid_n * BN, N, XQ, XS, BN, W8)
+    else:
+        # the last program of the group quantizes it (release ours, acquire the others')
+        tl.debug_barrier()
+        g = (pid_n * BN) // 32
+        if tl.atomic_add(CNT + g, 1, sem="acq_rel", scope="gpu") == 32 // BN - 1:
+            c = g * 32 + tl.arange(0, 32)
+            vg = tl.load(R_OUT + c, cache_modifier=".cg").to(tl.float32)
+            tl.store(SS_OUT + g, tl.sum(vg * vg, axis=0))
+            _quant_store(vg * tl.load(NW + c).to(tl.float32), g * 32, N, XQ, XS, 32, W8)
+            tl.atomic_xchg(CNT + g, 0)  # zero for the next launch (and graph replay)
 
 
 @triton.jit
@@ -391,10 +399,9 @@ def dp4a_launch(
 
 def norm_fusable(cfg: Dp4aConfig, fmt: str, n: int, k: int) -> bool:
     """Whether `dp4a_norm_launch` can run this one-row launch: no K split, and each program's
-    weight rows inside one group of 32 output columns."""
-    return (
-        n % 32 == 0 and 32 % cfg.bn == 0 and split_groups(cfg, k // kernel_facts(fmt).group)[2] == 1
-    )
+    weight rows whole groups of 32 output columns or inside one."""
+    whole = (cfg.bn % 32 == 0 and n % cfg.bn == 0) or 32 % cfg.bn == 0
+    return n % 32 == 0 and whole and split_groups(cfg, k // kernel_facts(fmt).group)[2] == 1
 
 
 # per group of 32 output columns of `dp4a_norm_launch`: how many programs have stored it
