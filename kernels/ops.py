@@ -24,12 +24,6 @@ class AddRmsNorm(Protocol):
                  quant: str | None = None) -> tuple[torch.Tensor | QAct, torch.Tensor]: ...  # fmt: skip
 
 
-class LinearAddRmsNorm(Protocol):
-    def __call__(self, x: torch.Tensor | QAct, w: QuantWeight, residual: torch.Tensor,
-                 weight: torch.Tensor, eps: float,
-                 quant: str | None = None) -> tuple[torch.Tensor | QAct, torch.Tensor]: ...  # fmt: skip
-
-
 class SiluMul(Protocol):
     def __call__(self, gate: torch.Tensor, up: torch.Tensor,
                  quant: str | None = None) -> torch.Tensor | QAct: ...  # fmt: skip
@@ -81,7 +75,6 @@ class OpSet:
 
     rms_norm: RmsNorm
     add_rms_norm: AddRmsNorm
-    linear_add_rms_norm: LinearAddRmsNorm
     silu_mul: SiluMul
     rope_store_kv: RopeStoreKV
     paged_attention: PagedAttention

@@ -30,7 +30,6 @@ def reference_ops() -> OpSet:
     from localllm.kernels.fused import (
         activation,
         argmax,
-        linear_norm,
         masked_argmax,
         norm,
         qkv_rope,
@@ -42,7 +41,6 @@ def reference_ops() -> OpSet:
     return OpSet(
         rms_norm=norm.rms_norm,
         add_rms_norm=norm.add_rms_norm,
-        linear_add_rms_norm=linear_norm.linear_add_rms_norm,
         silu_mul=activation.silu_mul,
         rope_store_kv=rope_kv.rope_store_kv,
         paged_attention=paged.paged_attention,
@@ -61,7 +59,6 @@ def triton_ops() -> OpSet:
     from localllm.kernels.fused import (
         activation_triton,
         argmax_triton,
-        linear_norm_triton,
         masked_argmax_triton,
         norm_triton,
         qkv_rope_triton,
@@ -73,7 +70,6 @@ def triton_ops() -> OpSet:
     return OpSet(
         rms_norm=norm_triton.rms_norm,
         add_rms_norm=norm_triton.add_rms_norm,
-        linear_add_rms_norm=linear_norm_triton.linear_add_rms_norm,
         silu_mul=activation_triton.silu_mul,
         rope_store_kv=rope_kv_triton.rope_store_kv,
         paged_attention=paged_triton.paged_attention,

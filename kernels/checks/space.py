@@ -34,16 +34,11 @@ from localllm.kernels.fused.masked_argmax_triton import masked_argmax_triton
 from localllm.kernels.fused.norm_triton import add_rms_norm, rms_norm
 from localllm.kernels.fused.qkv_rope import Heads
 from localllm.kernels.fused.qkv_rope_triton import qkv_rope_store
-from localllm.kernels.fused.quant_act import ACT_LAYOUT, LAYOUTS, PendingNorm, QAct
+from localllm.kernels.fused.quant_act import ACT_LAYOUT, QAct
 from localllm.kernels.fused.quant_act_triton import quant_act_triton
 from localllm.kernels.fused.rope_kv_triton import rope_store_kv
 from localllm.kernels.linear.dequant_triton import dequant_config, dequant_launch
-from localllm.kernels.linear.dp4a_triton import (
-    dp4a_config,
-    dp4a_launch,
-    dp4a_norm_launch,
-    norm_fusable,
-)
+from localllm.kernels.linear.dp4a_triton import dp4a_config, dp4a_launch
 from localllm.kernels.linear.qlinear import QuantWeight
 from localllm.kernels.linear.qlinear_triton import pick_config, qlinear_launch
 from localllm.kernels.linear.qmm_triton import mm_config, qmm_launch
@@ -168,13 +163,6 @@ def _linear(kernel: LinearKernel, cfg: Any, fmt: str, n: int, k: int, rows: int,
     if kernel is LinearKernel.DP4A_GEMV:
         xq, xs = quant_act_triton(x, ACT_LAYOUT[fmt])
         dp4a_launch(xq, xs, planes, fmt, n, bias, cfg, dtype)
-        if rows == 1:  # reading a pending norm; a projection ending in add + norm (decode)
-            pending = (_t(1, k // 32, dtype=torch.float32), 1e-6)
-            dp4a_launch(xq, xs, planes, fmt, n, bias, cfg, dtype, pending)
-            if bias is None and norm_fusable(cfg, fmt, n, k):
-                for layout in LAYOUTS:
-                    dp4a_norm_launch(xq, xs, planes, fmt, cfg, _t(1, n, dtype=dtype),
-                                     _t(n, dtype=dtype), layout)  # fmt: skip
     elif kernel is LinearKernel.FUSED_GEMM:
         qmm_launch(x, planes, fmt, n, bias, cfg)
     elif kernel is LinearKernel.DEQUANT_MATMUL:
@@ -282,12 +270,6 @@ def _qkv_fused(m: ModelShape, dtype: torch.dtype, kv: KVDtype, fmts: tuple[str, 
     x, cos_sin = QAct(_t(1, dim, dtype=dtype)), _t(4096, d, dtype=torch.float32)
     if not qkv_fusable(x, ws, d, cos_sin, cache, cache):
         return  # the separate GEMV and RoPE + KV store: `_linear` and `_rope` cases
-    layout = ACT_LAYOUT[fmts[0]]
-    pending = QAct(None, {layout: (_t(1, dim, dtype=torch.int8), _t(1, dim // 32, 4, dtype=torch.float32))},
-                   PendingNorm(_t(1, dim, dtype=dtype), _t(dim, dtype=dtype), 1e-6, layout,
-                               _t(1, dim // 32, dtype=torch.float32)))  # fmt: skip
-    for a in (x, pending):  # the int8 form final, or lacking a pending norm's scale
-        for interleaved in (True, False):
-            qkv_rope_store(a, ws, bias, Heads(m.n_q, m.n_kv, d, interleaved),
-                           _t(1, dtype=torch.int64), cos_sin, cache, cache, scale, scale,
-                           _t(1, dtype=torch.int64))  # fmt: skip
+    for interleaved in (True, False):
+        qkv_rope_store(x, ws, bias, Heads(m.n_q, m.n_kv, d, interleaved), _t(1, dtype=torch.int64),
+                       cos_sin, cache, cache, scale, scale, _t(1, dtype=torch.int64))  # fmt: skip

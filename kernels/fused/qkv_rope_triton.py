@@ -29,19 +29,16 @@ def qkv_rope_store(x: torch.Tensor | QAct, ws: list[QuantWeight], bias: torch.Te
     total = sum(w.n for w in ws)
     if total != (heads.n_q + 2 * heads.n_kv) * heads.dim:
         raise ValueError(f"qkv_rope_store: weights give {total} rows for {heads}")
-    out = torch.empty((t, total), dtype=x.dtype, device=x.device)  # [T, (Hq + 2 Hkv) D]
+    out = torch.empty((t, total), dtype=x.x.dtype, device=x.x.device)  # [T, (Hq + 2 Hkv) D]
     n0, i = 0, 0
     while i < len(ws):  # one launch for each run of (up to) two weights of one int8 layout
         run = ws[i : i + 2]
         if len(run) == 2 and ACT_LAYOUT[run[0].fmt] != ACT_LAYOUT[run[1].fmt]:
             run = run[:1]
-        layout = ACT_LAYOUT[run[0].fmt]
-        xq, xs = fill_lazily(x, layout)
-        ss = x.pending(layout)
+        xq, xs = fill_lazily(x, ACT_LAYOUT[run[0].fmt])
         dp4a_rope_launch(xq, xs, [(w.fmt, w.n, [w.tensors[p] for p in kernel_facts(w.fmt).planes]) for w in run],
                          bias, out, n0 // heads.dim, heads.n_q, heads.n_kv, heads.dim, positions,
-                         cos_sin, heads.interleaved, k_cache, v_cache, slot_mapping,
-                         None if ss is None or x.norm is None else (ss, x.norm.eps))  # fmt: skip
+                         cos_sin, heads.interleaved, k_cache, v_cache, slot_mapping)  # fmt: skip
         n0 += sum(w.n for w in run)
         i += len(run)
     return out

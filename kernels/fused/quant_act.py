@@ -14,7 +14,7 @@ Per group, four fp32: dx, and dx * sum(q) over the group, over its elements 0..1
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -25,69 +25,18 @@ LAYOUTS = ("w4", "w8")
 QUANT_CODES = {None: 0, "w4": 1, "w8": 2}  # QUANT constexpr of the kernels that emit a layout
 
 
-@dataclass(frozen=True)
-class PendingNorm:
-    """An RMSNorm whose scale is not applied yet (`fused/linear_norm.py`): the GEMV that made
-    the residual stream r also quantized r * weight per group in `layout` (raw scales) and wrote
-    each group's sum of squares of r (`ss` fp32 [T, K / 32]); a GEMV reading that int8 form
-    multiplies its dot products by rsqrt(sum(ss) / K + eps), the norm's one per-row factor."""
-
-    residual: torch.Tensor  # [T, K] the residual stream r
-    weight: torch.Tensor  # [K]
-    eps: float
-    layout: str
-    ss: torch.Tensor  # fp32 [T, K / 32]
-
-
+@dataclass
 class QAct:
     """A GEMV input: activations x [T, K] and their int8 forms by layout, either emitted by the
     kernel that produced x (fused RMSNorm / SiLU x mul) or quantized on first use. The model
-    passes one only when int8 activations are enabled; a GEMM (T > 1) just uses x.
-    With `norm` (a PendingNorm), x is rms_norm(residual) * weight, computed only if something
-    reads it; the int8 form in norm.layout still lacks the norm's scale (`pending`)."""
+    passes one only when int8 activations are enabled; a GEMM (T > 1) just uses x."""
 
-    def __init__(self, x: torch.Tensor | None = None,
-                 q: dict[str, tuple[torch.Tensor, torch.Tensor]] | None = None,
-                 norm: PendingNorm | None = None) -> None:  # fmt: skip
-        if x is None and norm is None:
-            raise ValueError("QAct: needs x or a pending norm")
-        self._x = x
-        self.q: dict[str, tuple[torch.Tensor, torch.Tensor]] = {} if q is None else q
-        self.norm = norm
-
-    @property
-    def x(self) -> torch.Tensor:
-        if self._x is None:
-            assert self.norm is not None
-            from localllm.kernels.fused.norm_triton import rms_norm  # the pending norm is Triton's
-
-            n = self.norm
-            self._x = plain(rms_norm(n.residual, n.weight, n.eps))
-        return self._x
-
-    def like(self) -> torch.Tensor:
-        """x, or a tensor of its shape, dtype and device (the residual of a pending norm)."""
-        if self._x is not None:
-            return self._x
-        assert self.norm is not None
-        return self.norm.residual
+    x: torch.Tensor
+    q: dict[str, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
 
     @property
     def shape(self) -> torch.Size:
-        return self.like().shape
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return self.like().dtype
-
-    @property
-    def device(self) -> torch.device:
-        return self.like().device
-
-    def pending(self, layout: str) -> torch.Tensor | None:
-        """The sums of squares (fp32 [T, K / 32]) that the int8 form in `layout` still needs
-        its scale from, or None when that form is final."""
-        return self.norm.ss if self.norm is not None and layout == self.norm.layout else None
+        return self.x.shape
 
 
 def plain(x: torch.Tensor | QAct) -> torch.Tensor:

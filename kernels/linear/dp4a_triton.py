@@ -26,26 +26,21 @@ import torch
 import triton
 import triton.language as tl
 
-from localllm.kernels.fused.quant_act import QUANT_CODES
-from localllm.kernels.fused.quant_act_triton import _quant_store, act_buffers
 from localllm.kernels.linear.gemv_core_triton import _write_out, plane_args
 from localllm.kernels.pdl import pdl_args, pdl_trigger, pdl_wait
 from localllm.kernels.quant import kernel_facts, triton_hooks
-from localllm.kernels.scratch import ZeroScratch
 
 
 @triton.jit
-def _dp4a_dot(xw, xs, p0, p1, p2, p3, p4, rows, G, g_lo, g_hi, SS, n_ss, eps,
-              LOAD: tl.constexpr, GROUP: tl.constexpr, BN: tl.constexpr, NG: tl.constexpr,
-              EMU: tl.constexpr, PDL: tl.constexpr, RMS: tl.constexpr = False,
-              NSS: tl.constexpr = 1):  # fmt: skip
+def _dp4a_dot(xw, xs, p0, p1, p2, p3, p4, rows, G, g_lo, g_hi, LOAD: tl.constexpr,
+              GROUP: tl.constexpr, BN: tl.constexpr, NG: tl.constexpr, EMU: tl.constexpr,
+              PDL: tl.constexpr):  # fmt: skip
     """fp32 [BN]: weight rows `rows` [BN] (int64) dotted with the int8 activations (xw: the
     row's int32 words, xs: its group stats) over groups [g_lo, g_hi); LOAD and GROUP: the
     format's `dp4a_load` and `dp4a_group`; PDL: wait for the previous kernel after the first
-    weight loads (`kernels/pdl.py`); RMS: the activations still lack a pending RMSNorm's
-    scale (see `_dp4a_dot_rows`)."""
+    weight loads (`kernels/pdl.py`)."""
     res = _dp4a_dot_rows(xw, xs, xw, xs, 0, 0, 0, 1, p0, p1, p2, p3, p4, rows, G, g_lo, g_hi,
-                         LOAD, GROUP, BN, NG, 1, EMU, PDL, SS, n_ss, eps, RMS, NSS)  # fmt: skip
+                         LOAD, GROUP, BN, NG, 1, EMU, PDL)  # fmt: skip
     return res[0]
 
 
@@ -60,18 +55,14 @@ def _row_ptrs(xw, xs, sxw, sxs, r, T):
 @triton.jit
 def _dp4a_dot_rows(xw0, xs0, xw, xs, sxw, sxs, r0, T, p0, p1, p2, p3, p4, rows, G, g_lo, g_hi,
                    LOAD: tl.constexpr, GROUP: tl.constexpr, BN: tl.constexpr, NG: tl.constexpr,
-                   RB: tl.constexpr, EMU: tl.constexpr, PDL: tl.constexpr, SS=None, n_ss=0,
-                   eps=0.0, RMS: tl.constexpr = False, NSS: tl.constexpr = 1):  # fmt: skip
+                   RB: tl.constexpr, EMU: tl.constexpr, PDL: tl.constexpr):  # fmt: skip
     """fp32 [BN] x 8 (the first RB meaningful): weight rows `rows` [BN] (int64) dotted with
     activation rows r0 .. r0 + RB - 1 (xw0 / xs0: row r0's int32 words and group stats; the
     others from the bases xw / xs and row strides sxw / sxs) over groups [g_lo, g_hi), with
     one read of the weight tile: each step's loaded words meet every row's activations (the
     format's byte split is common to the rows and computed once). LOAD and GROUP: the format's
     `dp4a_load` and `dp4a_group`. PDL: the first step's weight loads are issued before
-    waiting for the previous kernel (weights are constant; the activations come after).
-    RMS: the int8 activations are r * w of a pending RMSNorm (`fused/linear_norm.py`), whose
-    factor rsqrt(sum(SS[:n_ss]) / (32 n_ss) + eps) scales every result (the dot products are
-    linear in the activation scales); SS is read with the activations (NSS >= n_ss)."""
+    waiting for the previous kernel (weights are constant; the activations come after)."""
     if RB > 1:
         xw1, xs1 = _row_ptrs(xw, xs, sxw, sxs, r0 + 1, T)
     if RB > 2:
@@ -99,9 +90,6 @@ def _dp4a_dot_rows(xw0, xs0, xw, xs, sxw, sxs, r0, T, p0, p1, p2, p3, p4, rows, 
     g = g_lo + tl.arange(0, NG)  # [NG]
     w, e, s0, m0, s1, m1 = LOAD(p0, p1, p2, p3, p4, rows, g, g < g_hi, G)
     pdl_wait(PDL)
-    if RMS:
-        js = tl.arange(0, NSS)
-        ssq = tl.sum(tl.load(SS + js, mask=js < n_ss, other=0.0), axis=0)
     for _ in range(n_steps):
         gn = g + NG
         nw, ne, ns0, nm0, ns1, nm1 = LOAD(p0, p1, p2, p3, p4, rows, gn, gn < g_hi, G)
@@ -123,31 +111,21 @@ def _dp4a_dot_rows(xw0, xs0, xw, xs, sxw, sxs, r0, T, p0, p1, p2, p3, p4, rows, 
             a7 = GROUP(a7, w, e, s0, m0, s1, m1, xw7, xs7, g, gm, EMU)
         w, e, s0, m0, s1, m1 = nw, ne, ns0, nm0, ns1, nm1
         g = gn
-    f = 1.0
-    if RMS:
-        f = 1.0 / tl.sqrt(ssq / (n_ss * 32) + eps)
-    return (tl.sum(a0, axis=0) * f, tl.sum(a1, axis=0) * f, tl.sum(a2, axis=0) * f,
-            tl.sum(a3, axis=0) * f, tl.sum(a4, axis=0) * f, tl.sum(a5, axis=0) * f,
-            tl.sum(a6, axis=0) * f, tl.sum(a7, axis=0) * f)  # fmt: skip
+    return (tl.sum(a0, axis=0), tl.sum(a1, axis=0), tl.sum(a2, axis=0), tl.sum(a3, axis=0),
+            tl.sum(a4, axis=0), tl.sum(a5, axis=0), tl.sum(a6, axis=0), tl.sum(a7, axis=0))  # fmt: skip
 
 
 @triton.jit
 def _dp4a_kernel(
     xq_ptr, xs_ptr, out_ptr, bias_ptr, p0, p1, p2, p3, p4,
     T, N, G, per_split, stride_xw, stride_xs, stride_om,
-    SS, n_ss, eps, R, R_OUT, NW, XQ, XS, SS_OUT, CNT,
     LOAD: tl.constexpr, GROUP: tl.constexpr, BN: tl.constexpr, NG: tl.constexpr, RB: tl.constexpr,
     ATOMIC: tl.constexpr, HAS_BIAS: tl.constexpr, EMU: tl.constexpr, PDL: tl.constexpr = False,
-    RMS: tl.constexpr = False, NSS: tl.constexpr = 1, NORM_OUT: tl.constexpr = 0,
 ):  # fmt: skip
     """out [T, N] (+)= dequant(xq, xs) [T, K] @ W^T: program (m, n, k) owns activation rows
     [m RB, m RB + RB), weight rows [n BN, n BN + BN) and groups [k per_split, (k + 1)
     per_split) (groups of the weight layout: 32 elements, 16 for Q8_0). The row blocks of one
-    weight tile are neighbours in launch order (they share it through L2).
-    One row (RB = 1) may also take a pending RMSNorm's scale (RMS: SS, n_ss, eps;
-    `_dp4a_dot_rows`; each K split scales its own partial) and, without a K split, end in a
-    residual add + RMSNorm whose scale it leaves pending instead of storing out (NORM_OUT: the
-    QUANT code of the int8 layout to emit; `_norm_epilogue`)."""
+    weight tile are neighbours in launch order (they share it through L2)."""
     pdl_trigger(PDL)
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
@@ -161,14 +139,9 @@ def _dp4a_kernel(
     r0 = pid_m * RB
     if RB == 1:
         res = _dp4a_dot(xw + r0.to(tl.int64) * stride_xw, xs_ptr + r0.to(tl.int64) * stride_xs,
-                        p0, p1, p2, p3, p4, rows, G, g_lo, g_hi, SS, n_ss, eps, LOAD, GROUP, BN,
-                        NG, EMU, PDL, RMS, NSS)  # fmt: skip
-        if NORM_OUT > 0:
-            _norm_epilogue(res, offs_n, mask_n, pid_n, N, out_ptr, R, R_OUT, NW, XQ, XS, SS_OUT,
-                           CNT, BN, NORM_OUT == 2)  # fmt: skip
-        else:
-            optrs = out_ptr + r0.to(tl.int64) * stride_om + offs_n
-            _write_out(res, optrs, mask_n, bias_ptr, offs_n, mask_n, pid_k, HAS_BIAS, ATOMIC)
+                        p0, p1, p2, p3, p4, rows, G, g_lo, g_hi, LOAD, GROUP, BN, NG, EMU, PDL)  # fmt: skip
+        optrs = out_ptr + r0.to(tl.int64) * stride_om + offs_n
+        _write_out(res, optrs, mask_n, bias_ptr, offs_n, mask_n, pid_k, HAS_BIAS, ATOMIC)
     else:
         xw0 = xw + r0.to(tl.int64) * stride_xw
         xs0 = xs_ptr + r0.to(tl.int64) * stride_xs
@@ -181,55 +154,22 @@ def _dp4a_kernel(
 
 
 @triton.jit
-def _norm_epilogue(res, offs_n, mask_n, pid_n, N, out_ptr, R, R_OUT, NW, XQ, XS, SS_OUT, CNT,
-                   BN: tl.constexpr, W8: tl.constexpr):  # fmt: skip
-    """One row's GEMV result res [BN] (columns offs_n) ends as add_rms_norm would begin: r = h +
-    residual (h rounded as the GEMV would store it, r as the stream's dtype) goes to R_OUT, and
-    each group of 32 columns gets its sum of squares (SS_OUT [N / 32]) and the int8 form of
-    r * NW with raw scales (`_quant_store`): the norm's one factor rsqrt(sum(SS_OUT) / N + eps)
-    is applied by the GEMV that reads it. A program of whole groups (BN >= 32) does that from
-    its registers; narrower ones leave it to the last of the group's 32 / BN programs to
-    finish (CNT: zeroed counters, left zeroed), which reads the group's r back."""
-    h = res.to(out_ptr.dtype.element_ty).to(tl.float32)
-    r = tl.load(R + offs_n, mask=mask_n, other=0.0).to(tl.float32)
-    v = (h + r).to(R_OUT.dtype.element_ty)
-    tl.store(R_OUT + offs_n, v, mask=mask_n)
-    if BN >= 32:
-        vf = v.to(tl.float32)
-        g = (pid_n * BN) // 32 + tl.arange(0, BN // 32)
-        tl.store(SS_OUT + g, tl.sum(tl.reshape(vf * vf, [BN // 32, 32]), axis=1))
-        _quant_store(vf * tl.load(NW + offs_n).to(tl.float32), pid_n * BN, N, XQ, XS, BN, W8)
-    else:
-        # the last program of the group quantizes it (release ours, acquire the others')
-        tl.debug_barrier()
-        g = (pid_n * BN) // 32
-        if tl.atomic_add(CNT + g, 1, sem="acq_rel", scope="gpu") == 32 // BN - 1:
-            c = g * 32 + tl.arange(0, 32)
-            vg = tl.load(R_OUT + c, cache_modifier=".cg").to(tl.float32)
-            tl.store(SS_OUT + g, tl.sum(vg * vg, axis=0))
-            _quant_store(vg * tl.load(NW + c).to(tl.float32), g * 32, N, XQ, XS, 32, W8)
-            tl.atomic_xchg(CNT + g, 0)  # zero for the next launch (and graph replay)
-
-
-@triton.jit
 def _dp4a_rope_kernel(
     xq_ptr, xs_ptr, out_ptr, bias_ptr, pa0, pa1, pa2, pa3, pa4, pb0, pb1, pb2, pb3, pb4,
     POS, CS, SLOT, KC, VC,
     GA, GB, pairs_a, head0, stride_xw, stride_xs, stride_om, stride_cs,
-    stride_cb, stride_ch, stride_ct, n_q_heads, n_kv_heads, SS, n_ss, eps,
+    stride_cb, stride_ch, stride_ct, n_q_heads, n_kv_heads,
     LOAD_A: tl.constexpr, GROUP_A: tl.constexpr, LOAD_B: tl.constexpr, GROUP_B: tl.constexpr,
     NG: tl.constexpr, HEAD_DIM: tl.constexpr,
     BLOCK_SIZE: tl.constexpr, INTERLEAVED: tl.constexpr, HAS_BIAS: tl.constexpr,
-    EMU: tl.constexpr, PDL: tl.constexpr = False, RMS: tl.constexpr = False,
-    NSS: tl.constexpr = 1,
+    EMU: tl.constexpr, PDL: tl.constexpr = False,
 ):  # fmt: skip
     """The QKV projection of decode tokens with RoPE and the KV store in its epilogue (float
     caches), over one or two weights (A, then B: q+k beside a differently quantized v) that
     hold heads head0, head0 + 1, .. of the q | k | v output. Program (j, t) computes the two
     rows of a RoPE pair (of its head: (2i, 2i + 1) interleaved, (i, i + D/2) neox) for token
     t (pairs of A first), rounds them to the output dtype, rotates q and k heads as
-    rope_store_kv does, writes the pair to out [T, N] and k / v pairs to the cache slot. RMS: one
-    token whose int8 activations lack a pending RMSNorm's scale (`_dp4a_dot_rows`)."""
+    rope_store_kv does, writes the pair to out [T, N] and k / v pairs to the cache slot."""
     HALF: tl.constexpr = HEAD_DIM // 2
     pdl_trigger(PDL)
     j = tl.program_id(0)
@@ -247,11 +187,11 @@ def _dp4a_rope_kernel(
     xw = xq_ptr.to(tl.pointer_type(tl.int32)) + t * stride_xw
     xs = xs_ptr + t * stride_xs
     if in_a:
-        res = _dp4a_dot(xw, xs, pa0, pa1, pa2, pa3, pa4, rows, GA, 0, GA, SS, n_ss, eps, LOAD_A,
-                        GROUP_A, 2, NG, EMU, PDL, RMS, NSS)  # fmt: skip
+        res = _dp4a_dot(xw, xs, pa0, pa1, pa2, pa3, pa4, rows, GA, 0, GA, LOAD_A, GROUP_A, 2, NG,
+                        EMU, PDL)  # fmt: skip
     else:
-        res = _dp4a_dot(xw, xs, pb0, pb1, pb2, pb3, pb4, rows, GB, 0, GB, SS, n_ss, eps, LOAD_B,
-                        GROUP_B, 2, NG, EMU, PDL, RMS, NSS)  # fmt: skip
+        res = _dp4a_dot(xw, xs, pb0, pb1, pb2, pb3, pb4, rows, GB, 0, GB, LOAD_B, GROUP_B, 2, NG,
+                        EMU, PDL)  # fmt: skip
     h = head0 + tl.where(in_a, hl, hl + pairs_a // HALF)  # head in q | k | v
     col = h * HEAD_DIM + o  # [2] output columns
     if HAS_BIAS:
@@ -350,17 +290,6 @@ def row_block(t: int) -> int:
     return triton.cdiv(max(t, 1), blocks)
 
 
-def _pending_args(pending: tuple[torch.Tensor, float] | None, dummy: torch.Tensor
-                  ) -> tuple[tuple[object, ...], dict[str, object]]:  # fmt: skip
-    """The (SS, n_ss, eps) arguments and the RMS / NSS constexprs of a pending RMSNorm's scale
-    (`pending`: its sums of squares fp32 [1, K / 32] and eps), or dummies without one."""
-    if pending is None:
-        return (dummy, 0, 0.0), {"RMS": False, "NSS": 1}
-    ss, eps = pending
-    n = ss.numel()
-    return (ss, n, float(eps)), {"RMS": True, "NSS": triton.next_power_of_2(n)}
-
-
 def dp4a_launch(
     xq: torch.Tensor,  # int8 [T, K] (quant_act, the format's `act_layout`)
     xs: torch.Tensor,  # fp32 [T, K / 32, 4]
@@ -370,7 +299,6 @@ def dp4a_launch(
     bias: torch.Tensor | None,
     cfg: Dp4aConfig,
     out_dtype: torch.dtype,
-    pending: tuple[torch.Tensor, float] | None = None,  # one row: see `_pending_args`
 ) -> torch.Tensor:  # [T, N] in out_dtype
     t, k = xq.shape
     f = kernel_facts(fmt)
@@ -378,72 +306,19 @@ def dp4a_launch(
         raise ValueError(f"dp4a: K={k} must be a multiple of {f.min_k}, inputs contiguous")
     groups = k // f.group
     ng, per_split, split = split_groups(cfg, groups)
-    if pending is not None and t != 1:  # (each K split scales its own partial sum)
-        raise ValueError("dp4a: a pending norm's scale applies to one row")
     dtype = torch.float32 if split > 1 else out_dtype
     out = (torch.zeros if split > 1 else torch.empty)((t, n), device=xq.device, dtype=dtype)
     if t == 0:
         return out.to(out_dtype)
     rb = min(cfg.rb, t) if cfg.rb else row_block(t)
     grid = (triton.cdiv(t, rb), triton.cdiv(n, cfg.bn), split)
-    ss_args, ss_consts = _pending_args(pending, xs)
     _dp4a_kernel[grid](
         xq, xs, out, bias if bias is not None else out, *plane_args(planes),
-        t, n, groups, per_split, k // 4, xs.stride(0), out.stride(0), *ss_args,
-        *(out,) * 3, xq, xs, xs, xs,
+        t, n, groups, per_split, k // 4, xs.stride(0), out.stride(0),
         **kernel_constexprs(fmt, cfg.bn, ng, rb, split > 1, bias is not None, _emu()),
-        **ss_consts, num_warps=cfg.warps, num_stages=1, **pdl_args(xq.device),
+        num_warps=cfg.warps, num_stages=1, **pdl_args(xq.device),
     )  # fmt: skip
     return out if split == 1 else out.to(out_dtype)
-
-
-def norm_fusable(cfg: Dp4aConfig, fmt: str, n: int, k: int) -> bool:
-    """Whether `dp4a_norm_launch` can run this one-row launch: no K split, and each program's
-    weight rows whole groups of 32 output columns or inside one."""
-    whole = (cfg.bn % 32 == 0 and n % cfg.bn == 0) or 32 % cfg.bn == 0
-    return n % 32 == 0 and whole and split_groups(cfg, k // kernel_facts(fmt).group)[2] == 1
-
-
-# per group of 32 output columns of `dp4a_norm_launch`: how many programs have stored it
-_GROUP_COUNTERS = ZeroScratch(torch.int32)
-
-
-def dp4a_norm_launch(
-    xq: torch.Tensor,  # int8 [1, K] (the format's `act_layout`)
-    xs: torch.Tensor,  # fp32 [1, K / 32, 4]
-    planes: list[torch.Tensor],
-    fmt: str,
-    cfg: Dp4aConfig,  # `norm_fusable`
-    residual: torch.Tensor,  # [1, N] the residual stream, in the GEMV's output dtype
-    norm_weight: torch.Tensor,  # [N]
-    layout: str,  # the int8 layout to emit (`quant_act.LAYOUTS`)
-    pending: tuple[torch.Tensor, float] | None = None,  # the input's own pending norm
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """r = x @ W^T + residual and r * norm_weight quantized per group with raw scales, in one
-    launch: returns (r [1, N], xq int8 [1, N], xs fp32 [1, N / 32, 4], ss fp32 [1, N / 32] the
-    groups' sums of squares of r): `fused/linear_norm.py`'s pending RMSNorm."""
-    t, k = xq.shape
-    n = residual.shape[-1]
-    if t != 1 or residual.shape != (1, n) or not residual.is_contiguous():
-        raise ValueError(
-            f"dp4a_norm: one row and a contiguous [1, N] residual, got {tuple(residual.shape)}"
-        )
-    if not norm_fusable(cfg, fmt, n, k) or norm_weight.shape != (n,):
-        raise ValueError(f"dp4a_norm: N={n}, K={k} and {cfg} do not fit one group per program")
-    groups = k // kernel_facts(fmt).group
-    ng, per_split, _ = split_groups(cfg, groups)
-    r_out = torch.empty_like(residual)
-    oq, os_ = act_buffers(1, n, xq.device)
-    ss = torch.empty((1, n // 32), dtype=torch.float32, device=xq.device)
-    cnt = _GROUP_COUNTERS.get(xq.device, n // 32)
-    ss_args, ss_consts = _pending_args(pending, xs)
-    _dp4a_kernel[(1, n // cfg.bn, 1)](
-        xq, xs, r_out, r_out, *plane_args(planes), 1, n, groups, per_split, k // 4, xs.stride(0),
-        r_out.stride(0), *ss_args, residual, r_out, norm_weight.contiguous(), oq, os_, ss, cnt,
-        **kernel_constexprs(fmt, cfg.bn, ng, 1, False, False, _emu()), **ss_consts,
-        NORM_OUT=QUANT_CODES[layout], num_warps=cfg.warps, num_stages=1, **pdl_args(xq.device),
-    )  # fmt: skip
-    return r_out, oq, os_, ss
 
 
 def dp4a_rope_launch(
@@ -462,7 +337,6 @@ def dp4a_rope_launch(
     k_cache: torch.Tensor,
     v_cache: torch.Tensor,  # [blocks, Hkv, block_size, D], float
     slot_mapping: torch.Tensor,  # int [T], -1 = store nothing
-    pending: tuple[torch.Tensor, float] | None = None,  # one token: see `_pending_args`
 ) -> None:
     """The dp4a GEMV of one or two consecutive QKV weights (whole heads each) in one launch,
     with RoPE and the paged KV store in its epilogue."""
@@ -479,16 +353,12 @@ def dp4a_rope_launch(
     def groups(fmt: str) -> int:
         return k // kernel_facts(fmt).group
 
-    if pending is not None and t != 1:
-        raise ValueError("dp4a_rope: a pending norm's scale applies to one token")
     pairs = sum(n for _, n, _ in weights) // 2
-    ss_args, ss_consts = _pending_args(pending, xs)
     _dp4a_rope_kernel[(pairs, t)](
         xq, xs, out, bias if bias is not None else out, *plane_args(pa), *plane_args(pb), positions, cos_sin,
         slot_mapping, k_cache, v_cache, groups(fa), groups(fb), na // 2, head0, k // 4,
         xs.stride(0), out.stride(0), cos_sin.stride(0), *k_cache.stride()[:3], n_q_heads,
-        n_kv_heads, *ss_args, **format_constexprs(fa, "_A"), **format_constexprs(fb, "_B"),
-        **ss_consts,
+        n_kv_heads, **format_constexprs(fa, "_A"), **format_constexprs(fb, "_B"),
         NG=min(64, triton.next_power_of_2(min(groups(fa), groups(fb)))), HEAD_DIM=head_dim,
         BLOCK_SIZE=k_cache.shape[2], INTERLEAVED=bool(interleaved), HAS_BIAS=bias is not None,
         EMU=_emu(), num_warps=2, num_stages=1, **pdl_args(xq.device),

@@ -9,7 +9,7 @@ import os
 import torch
 import triton
 
-from localllm.kernels.fused.quant_act import QAct, plain
+from localllm.kernels.fused.quant_act import QAct
 from localllm.kernels.fused.quant_act_triton import fill_lazily
 from localllm.kernels.linear.dequant_triton import dequantize
 from localllm.kernels.linear.dp4a_triton import dp4a_config, dp4a_launch
@@ -94,32 +94,26 @@ def qlinear_triton(
     out_dtype: torch.dtype | None = None,  # default x.dtype (the dp4a GEMV writes it directly)
 ) -> torch.Tensor:  # [T, N] in out_dtype
     act = x if isinstance(x, QAct) else None
-    fp32_cuda = x.dtype == torch.float32 and x.device.type == "cuda"
-    kernel = linear_kernel(x.shape[0], w.fmt, act is not None, fp32_cuda)
+    xt = x.x if isinstance(x, QAct) else x
+    fp32_cuda = xt.dtype == torch.float32 and xt.device.type == "cuda"
+    kernel = linear_kernel(xt.shape[0], w.fmt, act is not None, fp32_cuda)
     if kernel is LinearKernel.DP4A_GEMV and act is not None:
-        return _dp4a(act, w, bias, out_dtype or x.dtype)
-    out = _RUN[kernel](plain(x), w, bias)
+        out = _dp4a(act, w, bias, out_dtype or xt.dtype)
+        return out
+    out = _RUN[kernel](xt, w, bias)
     return out if out_dtype is None else out.to(out_dtype)
-
-
-def dp4a_inputs(act: QAct, w: QuantWeight, bias: torch.Tensor | None = None
-                ) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, float] | None]:  # fmt: skip
-    """The int8 form of `act` that w's dp4a GEMV reads (from its producer, or quantized here
-    once) and the pending norm whose scale that form still lacks (`QAct.pending`)."""
-    _check(act.like(), w, bias)
-    layout = kernel_facts(w.fmt).act_layout
-    xq, xs = fill_lazily(act, layout)
-    ss = act.pending(layout)
-    return xq, xs, None if ss is None or act.norm is None else (ss, act.norm.eps)
 
 
 def _dp4a(act: QAct, w: QuantWeight, bias: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor:
     """A few rows: int8 activations x packed weights in dp4a (`dp4a_triton`); the int8 form comes
     from the producer of x (fused norm / SiLU) or is quantized here once."""
-    xq, xs, pending = dp4a_inputs(act, w, bias)
-    cfg = dp4a_config(w.fmt, w.n, w.k, _num_sms(act.device), act.shape[0])
-    planes = [w.tensors[p] for p in kernel_facts(w.fmt).planes]
-    return dp4a_launch(xq, xs, planes, w.fmt, w.n, bias, cfg, dtype, pending)
+    x = act.x
+    _check(x, w, bias)
+    f = kernel_facts(w.fmt)
+    xq, xs = fill_lazily(act, f.act_layout)
+    cfg = dp4a_config(w.fmt, w.n, w.k, _num_sms(x.device), x.shape[0])
+    planes = [w.tensors[p] for p in f.planes]
+    return dp4a_launch(xq, xs, planes, w.fmt, w.n, bias, cfg, dtype)
 
 
 def _dense(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None) -> torch.Tensor:

@@ -56,8 +56,7 @@ class LlamaModel:
 
     def _attention(
         self, i: int, layer: LayerWeights, x: torch.Tensor | QAct, fb: ForwardBatch, kv: KVCache
-    ) -> torch.Tensor | QAct:
-        """The attention output [T, Hq D]: the O projection's input."""
+    ) -> torch.Tensor:
         cfg, ops = self.cfg, self.ops
         T = x.shape[0]
         q_norm, k_norm = layer.q_norm, layer.k_norm  # [head_dim] each (qwen3) or None
@@ -103,36 +102,31 @@ class LlamaModel:
         if not isinstance(o, QAct):
             o = o.reshape(T, cfg.q_size)
             o = QAct(o) if self.act[i].o else o  # int8 wanted: quantized by the GEMV
-        return o
+        return ops.qlinear(o, layer.wo)
 
-    def _mlp(self, i: int, layer: LayerWeights, x: torch.Tensor | QAct) -> torch.Tensor | QAct:
-        """silu(gate) * up [T, F]: the down projection's input."""
+    def _mlp(self, i: int, layer: LayerWeights, x: torch.Tensor | QAct) -> torch.Tensor:
         F = self.cfg.ffn_dim
         gu = linear_stacked(self.ops.qlinear, x, layer.w_gate_up)  # [T, 2F]
-        return self.ops.silu_mul(gu[:, :F], gu[:, F:], quant=self.act[i].down)
+        return self.ops.qlinear(
+            self.ops.silu_mul(gu[:, :F], gu[:, F:], quant=self.act[i].down), layer.w_down
+        )
 
     def forward(self, fb: ForwardBatch, kv: KVCache) -> torch.Tensor:
         """Returns the final-normed hidden states of the rows in fb.logits_indices: [S, dim]."""
         ops, eps = self.ops, self.cfg.rms_eps
         h = self.w.embed(fb.input_ids)  # [T, D]
         residual = h
-        layers = self.w.layers
-        x = ops.rms_norm(h, layers[0].attn_norm, eps, quant=self.act[0].qkv)
-        # each projection back into the residual stream runs with the add and the next norm
-        # (`linear_add_rms_norm`: one launch for a decode token on the GPU)
-        for i, layer in enumerate(layers):
-            o = self._attention(i, layer, x, fb, kv)
-            x, residual = ops.linear_add_rms_norm(
-                o, layer.wo, residual, layer.ffn_norm, eps, quant=self.act[i].gate_up
+        x = ops.rms_norm(h, self.w.layers[0].attn_norm, eps, quant=self.act[0].qkv)
+        for i, layer in enumerate(self.w.layers):
+            if i > 0:
+                x, residual = ops.add_rms_norm(
+                    h, residual, layer.attn_norm, eps, quant=self.act[i].qkv
+                )
+            h = self._attention(i, layer, x, fb, kv)
+            x, residual = ops.add_rms_norm(
+                h, residual, layer.ffn_norm, eps, quant=self.act[i].gate_up
             )
-            a = self._mlp(i, layer, x)
-            if i + 1 < len(layers):
-                x, residual = ops.linear_add_rms_norm(
-                    a, layer.w_down, residual, layers[i + 1].attn_norm, eps,
-                    quant=self.act[i + 1].qkv,
-                )  # fmt: skip
-            else:
-                h = ops.qlinear(a, layer.w_down)
+            h = self._mlp(i, layer, x)
         if fb.logits_indices.numel() == 0:  # a prefill chunk that samples nothing
             return h[:0]
         if not fb.logits_all_rows:
