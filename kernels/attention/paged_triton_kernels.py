@@ -21,7 +21,7 @@ import triton
 import triton.language as tl
 
 from localllm.kernels.fused.quant_act_triton import _quant_store
-from localllm.kernels.pdl import pdl_enter
+from localllm.kernels.pdl import pdl_enter, pdl_trigger, pdl_wait
 
 
 @triton.jit
@@ -131,7 +131,9 @@ def _attn_kernel(
     PDL: tl.constexpr = False,
     LIVE_PARTS: tl.constexpr = 1,
 ):
-    pdl_enter(PDL)
+    # the step's inputs (cu_seqlens, seq_lens, block tables: uploaded before its first kernel)
+    # are read before the PDL wait; q and the KV cache (this step's token) after it
+    pdl_trigger(PDL)
     TOK: tl.constexpr = BLOCK_M // G
     b = tl.program_id(1) // n_kv_heads
     h = tl.program_id(1) % n_kv_heads
@@ -146,6 +148,7 @@ def _attn_kernel(
     d = tl.arange(0, D_PAD)
     dmask = d < HEAD_DIM
     tok = (q_start + qi).to(tl.int64)
+    pdl_wait(PDL)
     q = tl.load(
         Q + tok[:, None] * stride_qt + head[:, None] * stride_qh + d[None, :],
         mask=rows[:, None] & dmask[None, :],

@@ -10,7 +10,7 @@ import triton.language as tl
 
 from localllm.kernels.fused.quant_act import QUANT_CODES, QAct
 from localllm.kernels.fused.quant_act_triton import _quant_store, act_buffers
-from localllm.kernels.pdl import pdl_args, pdl_enter
+from localllm.kernels.pdl import pdl_args, pdl_trigger, pdl_wait
 from localllm.kernels.plan import emits_int8, norm_block_cols
 
 
@@ -35,18 +35,20 @@ def _rms_norm_kernel(
     QUANT: tl.constexpr,
     PDL: tl.constexpr = False,
 ):
-    """Program (row, j) normalizes columns [j BLOCK_C, (j + 1) BLOCK_C) of the row."""
-    pdl_enter(PDL)
+    """Program (row, j) normalizes columns [j BLOCK_C, (j + 1) BLOCK_C) of the row. Its weight
+    slice (constant) is loaded before the PDL wait, so no L2 round trip follows the sum."""
+    pdl_trigger(PDL)
     row = tl.program_id(0).to(tl.int64)
     c0 = tl.program_id(1) * BLOCK_C
-    x = _row_in(X, R, R_OUT, row, stride_x, stride_r, tl.arange(0, BLOCK_D), D, HAS_RESIDUAL)
-    inv = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / D + eps)
     cols = c0 + tl.arange(0, BLOCK_C)
     mask = cols < D
+    w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
+    pdl_wait(PDL)
+    x = _row_in(X, R, R_OUT, row, stride_x, stride_r, tl.arange(0, BLOCK_D), D, HAS_RESIDUAL)
+    inv = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / D + eps)
     xc = _row_in(X, R, R_OUT, row, stride_x, stride_r, cols, D, HAS_RESIDUAL)
     if HAS_RESIDUAL:  # the residual stream keeps x.dtype
         tl.store(R_OUT + row * stride_ro + cols, xc.to(R_OUT.dtype.element_ty), mask=mask)
-    w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
     y = (xc * inv * w).to(OUT.dtype.element_ty)
     tl.store(OUT + row * stride_o + cols, y, mask=mask)
     if QUANT > 0:  # the int8 form of exactly what was stored

@@ -184,6 +184,12 @@ def _dp4a_rope_kernel(
     else:
         o = i + HALF * two
     rows = (hl * HEAD_DIM + o).to(tl.int64)  # [2] rows of the weight
+    # the epilogue's step inputs (position, slot: uploaded before the step's first kernel) and
+    # RoPE table, read before the PDL wait (in `_dp4a_dot`), off the kernel's tail
+    pos = tl.load(POS + t).to(tl.int64)
+    slot = tl.load(SLOT + t + two * 0).to(tl.int64)  # [2]: scalar masks trip the interpreter
+    c = tl.load(CS + pos * stride_cs + i)
+    s = tl.load(CS + pos * stride_cs + HALF + i)
     xw = xq_ptr.to(tl.pointer_type(tl.int32)) + t * stride_xw
     xs = xs_ptr + t * stride_xs
     if in_a:
@@ -197,15 +203,11 @@ def _dp4a_rope_kernel(
     if HAS_BIAS:
         res += tl.load(bias_ptr + col).to(tl.float32)
     res = res.to(out_ptr.dtype.element_ty).to(tl.float32)  # what an unfused GEMV would store
-    pos = tl.load(POS + t).to(tl.int64)
-    c = tl.load(CS + pos * stride_cs + i)
-    s = tl.load(CS + pos * stride_cs + HALF + i)
     x0 = tl.sum(tl.where(two == 0, res, 0.0), axis=0)
     x1 = tl.sum(tl.where(two == 1, res, 0.0), axis=0)
     rot = tl.where(two == 0, x0 * c - x1 * s, x0 * s + x1 * c)
     val = tl.where(h < n_q_heads + n_kv_heads, rot, res).to(out_ptr.dtype.element_ty)
     tl.store(out_ptr + t * stride_om + col, val)
-    slot = tl.load(SLOT + t + two * 0).to(tl.int64)  # [2]: scalar masks trip the interpreter
     h = h + two * 0
     is_k = (h >= n_q_heads) & (h < n_q_heads + n_kv_heads)
     is_v = h >= n_q_heads + n_kv_heads
