@@ -1,7 +1,7 @@
 """Programmatic dependent launch (`kernels/pdl.py`) without a GPU: the policy (who gets it),
 and the decode kernels built for sm_90 as the dispatch launches them there: griddepcontrol in
-every one, only the weight GEMVs loading anything (their first weight tile) before the wait;
-built for sm_86, none of it. The GPU tests
+every one, only the weight GEMVs (their first weight tile), the norm (its weight slice) and
+attention (the step's inputs) loading anything before the wait; built for sm_86, none of it. The GPU tests
 (tests/test_gpu_engine.py) check the numbers: graphs with PDL give the tokens and logits of
 graphs without."""
 
@@ -63,6 +63,8 @@ DECODE_KERNELS = {
     "_masked_reduce_kernel",
 }  # fmt: skip
 GEMVS = {"_dp4a_kernel", "_dp4a_rope_kernel"}
+# what else loads before its wait: constants and the step's inputs (uploaded before the step)
+PREWAIT = GEMVS | {"_rms_norm_kernel", "_attn_kernel"}
 
 
 def test_sm90_decode_kernels_wait_and_trigger(built: list[dict]) -> None:
@@ -72,12 +74,13 @@ def test_sm90_decode_kernels_wait_and_trigger(built: list[dict]) -> None:
         assert r["launch_pdl"] and r["wait"] and r["trigger"], r
 
 
-def test_sm90_only_gemvs_load_before_waiting(built: list[dict]) -> None:
-    """The weight GEMVs issue their first weight loads before the wait (PTX order); every
-    other kernel waits before its first load."""
+def test_sm90_only_constants_and_step_inputs_load_before_waiting(built: list[dict]) -> None:
+    """The weight GEMVs issue their first weight loads before the wait (PTX order), the norm its
+    weight slice, attention its sequence lengths and first block-table entries, the QKV GEMV
+    its positions and RoPE table; every other kernel waits before its first load."""
     for r in built:
         if r.get("arch") == 90 and r["kernel"] in DECODE_KERNELS:
-            assert r["load_before_wait"] == (r["kernel"] in GEMVS), r
+            assert r["load_before_wait"] == (r["kernel"] in PREWAIT), r
 
 
 def test_sm86_builds_have_no_hopper_instructions(built: list[dict]) -> None:

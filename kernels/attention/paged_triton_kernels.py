@@ -131,8 +131,9 @@ def _attn_kernel(
     PDL: tl.constexpr = False,
     LIVE_PARTS: tl.constexpr = 1,
 ):
-    # the step's inputs (cu_seqlens, seq_lens, block tables: uploaded before its first kernel)
-    # are read before the PDL wait; q and the KV cache (this step's token) after it
+    # the step's inputs (cu_seqlens, seq_lens, the block table of the first KV tile: uploaded
+    # before its first kernel) are read before the PDL wait; q and the KV cache (with this
+    # step's tokens, just stored) after it
     pdl_trigger(PDL)
     TOK: tl.constexpr = BLOCK_M // G
     b = tl.program_id(1) // n_kv_heads
@@ -148,12 +149,6 @@ def _attn_kernel(
     d = tl.arange(0, D_PAD)
     dmask = d < HEAD_DIM
     tok = (q_start + qi).to(tl.int64)
-    pdl_wait(PDL)
-    q = tl.load(
-        Q + tok[:, None] * stride_qt + head[:, None] * stride_qh + d[None, :],
-        mask=rows[:, None] & dmask[None, :],
-        other=0.0,
-    )  # [BLOCK_M, D_PAD]
     qpos = seq_len - q_len + qi  # [BLOCK_M] absolute position of each query row
     if MERGE:  # decode: partitions sized to the live context, not to the longest one a CUDA
         # graph may see: a quarter of it (>= one KV tile) up to the planned length, and never
@@ -169,14 +164,25 @@ def _attn_kernel(
     last = tl.minimum(tl.program_id(0) * TOK + TOK, q_len)  # causal bound of this row tile
     hi = tl.minimum(tl.minimum(seq_len, lo + part_len), seq_len - q_len + last)
     hi = tl.where(tl.program_id(0) * TOK < q_len, hi, lo)  # a tile without query rows: no work
+    # the pages of each KV tile are loaded one tile ahead, the first before the wait
+    bt = BT + b.to(tl.int64) * stride_bt
+    n = lo + tl.arange(0, BLOCK_N)  # [BLOCK_N] KV positions of the first tile
+    page_next = tl.load(bt + n // BLOCK_SIZE, mask=n < hi, other=0)
+    pdl_wait(PDL)
+    q = tl.load(
+        Q + tok[:, None] * stride_qt + head[:, None] * stride_qh + d[None, :],
+        mask=rows[:, None] & dmask[None, :],
+        other=0.0,
+    )  # [BLOCK_M, D_PAD]
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, D_PAD], tl.float32)
     for n0 in range(lo, hi, BLOCK_N):
         n = n0 + tl.arange(0, BLOCK_N)  # [BLOCK_N] KV positions
         n_ok = n < hi
-        page = tl.load(BT + b.to(tl.int64) * stride_bt + n // BLOCK_SIZE, mask=n_ok, other=0)
-        page = page.to(tl.int64)
+        page = page_next.to(tl.int64)
+        nn = n + BLOCK_N
+        page_next = tl.load(bt + nn // BLOCK_SIZE, mask=nn < hi, other=0)
         off = n % BLOCK_SIZE
         k, ks = _load_kv_tile(
             K,
