@@ -1,9 +1,9 @@
 """Programmatic dependent launch (`kernels/pdl.py`) without a GPU: the policy (who gets it),
 and the decode kernels built for sm_90 as the dispatch launches them there: griddepcontrol in
 every one, only the weight GEMVs (their first weight tile), the norm (its weight slice) and
-attention (the step's inputs) loading anything before the wait; built for sm_86, none of it. The GPU tests
-(tests/test_gpu_engine.py) check the numbers: graphs with PDL give the tokens and logits of
-graphs without."""
+attention (the step's inputs) loading anything before the wait; built for sm_86, none of it.
+The GPU tests (tests/test_gpu_engine.py) check the numbers: graphs with PDL give the tokens
+and logits of graphs without."""
 
 from __future__ import annotations
 
