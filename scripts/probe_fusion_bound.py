@@ -21,16 +21,17 @@ import sys
 import torch
 
 
-def _cached(real, key_of):
-    """A stand-in for a one-row kernel wrapper: the first call per shape runs the real kernel
-    (eagerly, before graph capture) and every later one-row call returns those buffers."""
+def _cached(real):
+    """A stand-in for a one-row kernel wrapper: the first call per (shape, device, quant) runs
+    the real kernel (eagerly, before graph capture) and every later one-row call returns those
+    buffers."""
     memo: dict = {}
 
     def fake(*args, **kwargs):
         x = args[0]
         if x.dim() != 2 or x.shape[0] != 1:
             return real(*args, **kwargs)
-        key = key_of(args, kwargs)
+        key = (x.shape, x.device, kwargs.get("quant"))
         if key not in memo:
             memo[key] = real(*args, **kwargs)
         return memo[key]
@@ -48,12 +49,7 @@ def main() -> None:
 
     if "norm" in skip:
         real_add = norm_triton.add_rms_norm
-
-        def add_key(args, kwargs):
-            x, residual, weight = args[:3]
-            return (x.shape, x.device, kwargs.get("quant", args[4] if len(args) > 4 else None))
-
-        cached = _cached(real_add, add_key)
+        cached = _cached(real_add)
 
         def fake_add(x, residual, weight, eps, quant=None):
             if x.dim() != 2 or x.shape[0] != 1:
@@ -63,10 +59,7 @@ def main() -> None:
 
         norm_triton.add_rms_norm = fake_add
     if "silu" in skip:
-        activation_triton.silu_mul = _cached(
-            activation_triton.silu_mul,
-            lambda args, kw: (args[0].shape, args[0].device, kw.get("quant")),
-        )
+        activation_triton.silu_mul = _cached(activation_triton.silu_mul)
     print(f"skipped one-row launches: {sorted(skip) or 'none'}", flush=True)
     from localllm.cli import main as cli_main
 
