@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -133,9 +135,11 @@ def throughput(engine, prompts: list[list[int]], streams: int, gen: int, k: int)
     return sum(len(o) for o in out) / (time.perf_counter() - t0)
 
 
-def step_time(engine, batch: int, k: int, steps: int, context: int = 512) -> float:
+def step_time(engine, batch: int, k: int, steps: int, context: int = 512,
+              around: Callable[[], AbstractContextManager] = nullcontext) -> float:  # fmt: skip
     """Seconds per engine step of `batch` decoding sequences that each verify k drafts (k = 0:
-    plain decode). Drafts are forced (a fixed token), so the cost does not depend on them."""
+    plain decode). Drafts are forced (a fixed token), so the cost does not depend on them.
+    `around()` is entered around the timed steps (a profiler, say)."""
     rng = random.Random(batch * 100 + k)
     V = engine.model_cfg.vocab_size
     prompts = [[rng.randrange(3, V) for _ in range(context)] for _ in range(batch)]
@@ -155,11 +159,12 @@ def step_time(engine, batch: int, k: int, steps: int, context: int = 512) -> flo
         for _ in range(3):
             engine.step()
         _sync(engine)
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            engine.step()
-        _sync(engine)
-        return (time.perf_counter() - t0) / steps
+        with around():
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                engine.step()
+            _sync(engine)
+            return (time.perf_counter() - t0) / steps
     finally:
         engine.speculator.propose = real
         for rid in ids:

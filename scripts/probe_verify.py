@@ -1,0 +1,100 @@
+"""Where a speculative verify step's time goes, against a plain decode step (batch 1): engine
+step wall time, the GPU's busy time (the union of kernel spans, so PDL's overlapping spans
+count once), the host's share, and the kernels by time (exact per kernel with LOCALLLM_PDL=0).
+
+Usage: python3 scripts/probe_verify.py [--model llama3-8b-q4_k_m] [--ks 0,4,8] [--steps 50]
+Writes probe_verify.json to $OUT (or --out) as well.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+
+from localllm.bench.models import resolve_model
+from localllm.bench.profile import categorize
+from localllm.bench.spec import step_time
+from localllm.cli.args import add_engine_args, engine_config
+from localllm.engine.engine import LLMEngine
+
+
+def busy_us(events) -> float:
+    """Length of the union of the kernels' [start, end) spans, us."""
+    spans = sorted((e.time_range.start, e.time_range.end) for e in events)
+    total, end = 0.0, float("-inf")
+    for s, e in spans:
+        if e > end:
+            total += e - max(s, end)
+            end = e
+    return total
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    add_engine_args(ap, model_required=False)
+    ap.add_argument("--ks", default="0,4,8", help="drafts per verify step (0: plain decode)")
+    ap.add_argument("--steps", type=int, default=50)
+    ap.add_argument("--context", type=int, default=512, help="prompt tokens before decoding")
+    ap.add_argument("--top", type=int, default=14, help="kernels listed per step kind")
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    a = ap.parse_args()
+    a.model = resolve_model(a.model or "llama3-8b-q4_k_m")
+    ks = [int(k) for k in a.ks.split(",")]
+    need = a.context + a.steps * (max(ks) + 1) + 256
+    engine = LLMEngine(engine_config(a, max_model_len=need, spec_tokens=max(ks)))
+    from torch.profiler import DeviceType, ProfilerActivity, profile
+
+    res = {"model": a.model, "pdl": engine.runner.launches_pdl, "kinds": {}}
+    print(f"{a.model}: PDL {'on' if res['pdl'] else 'off'}, {a.steps} steps per figure")
+    for k in ks:
+        wall_plain = step_time(engine, 1, k, a.steps, a.context)
+        holder: dict = {}
+
+        @contextmanager
+        def profiled(holder=holder):
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                yield
+            holder["prof"] = prof
+
+        wall_prof = step_time(engine, 1, k, a.steps, a.context, around=profiled)
+        prof = holder["prof"]
+        kern = [e for e in prof.events() if e.device_type == DeviceType.CUDA]
+        busy = busy_us(kern) / a.steps
+        by_name: dict[str, list[float]] = {}
+        for e in kern:
+            by_name.setdefault(e.name, []).append(e.time_range.end - e.time_range.start)
+        top = sorted(by_name.items(), key=lambda kv: -sum(kv[1]))
+        cats: dict[str, float] = {}
+        for name, ts in top:
+            cats[categorize(name)] = cats.get(categorize(name), 0.0) + sum(ts) / a.steps
+        r = {"wall_us": 1e6 * wall_plain, "wall_profiled_us": 1e6 * wall_prof, "gpu_busy_us": busy,
+             "kernel_sum_us": sum(sum(ts) for ts in by_name.values()) / a.steps,
+             "categories_us": cats,
+             "kernels": [(n[:70], sum(ts) / a.steps, len(ts) / a.steps) for n, ts in top[: a.top]]}  # fmt: skip
+        res["kinds"][k] = r
+        print(f"k={k}: engine step {r['wall_us']:.0f} us (profiled {r['wall_profiled_us']:.0f}); "
+              f"GPU busy {busy:.0f} us, host-only {r['wall_profiled_us'] - busy:.0f} us; "
+              f"kernel spans {r['kernel_sum_us']:.0f} us")  # fmt: skip
+        for cat, us in sorted(cats.items(), key=lambda kv: -kv[1]):
+            print(f"    {us:8.1f} us  {cat}")
+        for name, us, calls in r["kernels"]:
+            print(f"      {us:8.1f} us {calls:5.1f} calls  {name}")
+    base = res["kinds"].get(0)
+    if base:
+        for k, r in res["kinds"].items():
+            if k:
+                print(f"k={k} / plain: wall {r['wall_us'] / base['wall_us']:.3f}x, GPU busy "
+                      f"{r['gpu_busy_us'] / base['gpu_busy_us']:.3f}x")  # fmt: skip
+    out = Path(a.out) / "probe_verify.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res, indent=1))
+    torch.cuda.synchronize()
+
+
+if __name__ == "__main__":
+    main()
