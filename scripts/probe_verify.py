@@ -9,8 +9,11 @@ Writes probe_verify.json to $OUT (or --out) as well.
 from __future__ import annotations
 
 import argparse
+import cProfile
+import gzip
 import json
 import os
+import pstats
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -41,6 +44,17 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--context", type=int, default=512, help="prompt tokens before decoding")
     ap.add_argument("--top", type=int, default=14, help="kernels listed per step kind")
+    ap.add_argument(
+        "--host-profile",
+        action="store_true",
+        help="also cProfile the host side of each step kind (top functions)",
+    )
+    ap.add_argument(
+        "--trace",
+        type=int,
+        default=0,
+        help="also write a Chrome trace (host and GPU) of this many steps per kind",
+    )
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     a = ap.parse_args()
     a.model = resolve_model(a.model or "llama3-8b-q4_k_m")
@@ -61,7 +75,25 @@ def main() -> None:
                 yield
             holder["prof"] = prof
 
+        graphs = engine.runner.graphs
+        before = dict(graphs.replays) if graphs is not None else {}
         wall_prof = step_time(engine, 1, k, a.steps, a.context, around=profiled)
+        if graphs is not None:
+            print(f"k={k}: graph replays " + ", ".join(
+                f"{n} {graphs.replays[n] - before[n]}" for n in graphs.replays))  # fmt: skip
+        if a.host_profile:
+            host = cProfile.Profile()
+            step_time(engine, 1, k, a.steps, a.context, around=lambda host=host: host)
+            pstats.Stats(host).sort_stats("tottime").print_stats(18)
+        if a.trace:
+            tr = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], with_stack=True)
+            step_time(engine, 1, k, a.trace, a.context, around=lambda tr=tr: tr)
+            path = Path(a.out) / f"trace_k{k}.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tr.export_chrome_trace(str(path))
+            with open(path, "rb") as f, gzip.open(f"{path}.gz", "wb") as z:
+                z.write(f.read())
+            path.unlink()
         prof = holder["prof"]
         kern = [e for e in prof.events() if e.device_type == DeviceType.CUDA]
         busy = busy_us(kern) / a.steps
