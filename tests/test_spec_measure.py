@@ -32,3 +32,27 @@ def test_spec_measure_runs_on_cpu(tmp_path) -> None:
         assert set(kinds) == {"grounded", "open"}
         assert all(k["identical"] == k["prompts"] and k["implied_8b"] > 0 for k in kinds.values())
     assert m["tok_s_off"] > 0 and m["tok_s_on"] > 0 and res["streams_8b"]["tok_s_on_no_cutoff"] > 0
+
+
+def test_step_time_times_forced_verify_steps_inside_around() -> None:
+    """`bench.spec.step_time` (the verify-cost figure, scripts/probe_verify.py): `around()` is
+    entered once, and the steps inside it are verify steps of exactly k forced drafts each."""
+    from contextlib import contextmanager
+
+    from localllm.bench.spec import step_time
+    from localllm.config import EngineConfig
+    from localllm.engine.engine import LLMEngine
+
+    stories = str(conftest.testdata_path("models", "stories260K.gguf"))
+    eng = LLMEngine(EngineConfig(model=stories, device="cpu", spec_tokens=4, max_model_len=256))
+    inside: list[tuple[int, int]] = []
+
+    @contextmanager
+    def around():
+        steps, drafted = eng.stats.steps, eng.stats.spec_proposed
+        yield
+        inside.append((eng.stats.steps - steps, eng.stats.spec_proposed - drafted))
+
+    seconds = step_time(eng, 1, 3, steps=4, context=16, around=around)
+    assert seconds > 0 and inside == [(4, 4 * 3)]
+    assert not eng.scheduler.running and not eng.scheduler.waiting  # its requests are aborted
