@@ -70,14 +70,14 @@ def main() -> None:
         for t in [int(r) for r in a.rows.split(",")]:
             x = torch.randn(t, k, device="cuda").half()
             xq, xs = quant_act_triton(x, layout)
-            heur = dp.dp4a_config(fmt, n, k, sms)
+            heur = dp.dp4a_config(fmt, n, k, sms, t)  # what the dispatch runs at t rows
             cfgs = [heur]
             if a.alts and t > 1:
                 rbs = sorted({0, -(-t // 2)} if t > 2 else {0})
                 cfgs += [c for c in (dp.Dp4aConfig(bn, gpt, warps, 1, rb)
                                      for bn, gpt, warps, rb in itertools.product(
-                                         (2, 4, 8), (1, 2), (1, 2, 4), rbs)
-                                     if bn * gpt <= 8) if c != heur]  # fmt: skip
+                                         (2, 4, 8, 16), (1, 2), (1, 2, 4, 8), rbs)
+                                     if bn * gpt <= 16) if c != heur]  # fmt: skip
             times = {}
             for cfg in cfgs:
                 try:
