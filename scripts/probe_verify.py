@@ -10,17 +10,13 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import gzip
 import json
 import os
 import pstats
-from contextlib import contextmanager
 from pathlib import Path
 
-import torch
-
 from localllm.bench.models import resolve_model
-from localllm.bench.profile import categorize
+from localllm.bench.profile import kernel_breakdown
 from localllm.bench.spec import step_time
 from localllm.cli.args import add_engine_args, engine_config
 from localllm.engine.engine import LLMEngine
@@ -67,52 +63,34 @@ def main() -> None:
     print(f"{a.model}: PDL {'on' if res['pdl'] else 'off'}, {a.steps} steps per figure")
     for k in ks:
         wall_plain = step_time(engine, 1, k, a.steps, a.context)
-        holder: dict = {}
-
-        @contextmanager
-        def profiled(holder=holder):
-            with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                yield
-            holder["prof"] = prof
-
+        prof = profile(activities=[ProfilerActivity.CUDA])
         graphs = engine.runner.graphs
         before = dict(graphs.replays) if graphs is not None else {}
-        wall_prof = step_time(engine, 1, k, a.steps, a.context, around=profiled)
+        wall_prof = step_time(engine, 1, k, a.steps, a.context, around=prof)
         if graphs is not None:
             print(f"k={k}: graph replays " + ", ".join(
                 f"{n} {graphs.replays[n] - before[n]}" for n in graphs.replays))  # fmt: skip
         if a.host_profile:
             host = cProfile.Profile()
-            step_time(engine, 1, k, a.steps, a.context, around=lambda host=host: host)
+            step_time(engine, 1, k, a.steps, a.context, around=host)
             pstats.Stats(host).sort_stats("tottime").print_stats(18)
         if a.trace:
             tr = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], with_stack=True)
-            step_time(engine, 1, k, a.trace, a.context, around=lambda tr=tr: tr)
-            path = Path(a.out) / f"trace_k{k}.json"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tr.export_chrome_trace(str(path))
-            with open(path, "rb") as f, gzip.open(f"{path}.gz", "wb") as z:
-                z.write(f.read())
-            path.unlink()
-        prof = holder["prof"]
-        kern = [e for e in prof.events() if e.device_type == DeviceType.CUDA]
-        busy = busy_us(kern) / a.steps
-        by_name: dict[str, list[float]] = {}
-        for e in kern:
-            by_name.setdefault(e.name, []).append(e.time_range.end - e.time_range.start)
-        top = sorted(by_name.items(), key=lambda kv: -sum(kv[1]))
-        cats: dict[str, float] = {}
-        for name, ts in top:
-            cats[categorize(name)] = cats.get(categorize(name), 0.0) + sum(ts) / a.steps
+            step_time(engine, 1, k, a.trace, a.context, around=tr)
+            Path(a.out).mkdir(parents=True, exist_ok=True)
+            tr.export_chrome_trace(str(Path(a.out) / f"trace_k{k}.json.gz"))
+        busy = busy_us([e for e in prof.events() if e.device_type == DeviceType.CUDA]) / a.steps
+        kb = kernel_breakdown(prof, a.steps, wall_prof * a.steps, a.top)
+        cats = {
+            c: f * 1e6 * wall_prof for c, f in kb["fractions"].items() if not c.startswith("idle")
+        }
         r = {"wall_us": 1e6 * wall_plain, "wall_profiled_us": 1e6 * wall_prof, "gpu_busy_us": busy,
-             "kernel_sum_us": sum(sum(ts) for ts in by_name.values()) / a.steps,
-             "categories_us": cats,
-             "kernels": [(n[:70], sum(ts) / a.steps, len(ts) / a.steps) for n, ts in top[: a.top]]}  # fmt: skip
+             "kernel_sum_us": kb["kernel_us"], "categories_us": cats, "kernels": kb["kernels"]}  # fmt: skip
         res["kinds"][k] = r
         print(f"k={k}: engine step {r['wall_us']:.0f} us (profiled {r['wall_profiled_us']:.0f}); "
               f"GPU busy {busy:.0f} us, host-only {r['wall_profiled_us'] - busy:.0f} us; "
               f"kernel spans {r['kernel_sum_us']:.0f} us")  # fmt: skip
-        for cat, us in sorted(cats.items(), key=lambda kv: -kv[1]):
+        for cat, us in cats.items():
             print(f"    {us:8.1f} us  {cat}")
         for name, us, calls in r["kernels"]:
             print(f"      {us:8.1f} us {calls:5.1f} calls  {name}")
@@ -125,7 +103,6 @@ def main() -> None:
     out = Path(a.out) / "probe_verify.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(res, indent=1))
-    torch.cuda.synchronize()
 
 
 if __name__ == "__main__":

@@ -65,10 +65,10 @@ def profile_decode(engine, batch: int, steps: int = PROFILE_STEPS) -> dict:
             **kernel_breakdown(prof, steps, wall)}  # fmt: skip
 
 
-def kernel_breakdown(prof, steps: int, wall: float) -> dict:
+def kernel_breakdown(prof, steps: int, wall: float, top: int = 12) -> dict:
     """A torch profiler's CUDA kernels over `steps` repetitions of one unit of work (a decode
     step, a prefill) that took `wall` seconds in all: ms per unit, the fraction of the wall
-    time per category (and idle), the top kernels (name, us and calls per unit)."""
+    time per category (and idle), the `top` kernels (name, us and calls per unit)."""
     per_cat: dict[str, float] = {}
     kernels: list[tuple[str, float, float]] = []  # (name, us per step, calls per step)
     for ev in prof.key_averages():
@@ -81,7 +81,7 @@ def kernel_breakdown(prof, steps: int, wall: float) -> dict:
     fractions = {k: v / wall for k, v in sorted(per_cat.items(), key=lambda kv: -kv[1])}
     fractions["idle (launch gaps, host)"] = max(0.0, 1 - busy / wall)
     kernels.sort(key=lambda k: -k[1])
-    return {"step_ms": 1000 * wall / steps, "fractions": fractions, "kernels": kernels[:12],
+    return {"step_ms": 1000 * wall / steps, "fractions": fractions, "kernels": kernels[:top],
             "kernel_us": 1e6 * busy / steps}  # fmt: skip
 
 
