@@ -33,6 +33,7 @@ from localllm.bench.models import resolve_model
 from localllm.bench.spec import compare, prompt_set, step_time, throughput
 from localllm.config import EngineConfig
 from localllm.engine.engine import LLMEngine
+from localllm.engine.speculative.calibrate import price_line
 from localllm.engine.speculative.policy import DEFAULT_SPEC_MAX_BATCH
 
 REPO = Path(__file__).resolve().parents[1]
@@ -82,21 +83,10 @@ def verify_costs(a: argparse.Namespace) -> dict:
     k0, b0 = ks[0], batches[0]
     free = [b for b in batches if out["batch"][b]["verify"][k0]["cost"] <= a.free_cost]
     out["suggested_spec_max_batch"] = max(free) if free else 0
-    out.update(zip(("suggested_cost_fixed", "suggested_cost_per_draft"), _cost_line(out, b0)))
+    line = price_line({k: r["cost"] for k, r in out["batch"][b0]["verify"].items()})
+    out.update(zip(("suggested_cost_fixed", "suggested_cost_per_draft"), line))
     _release(eng)
     return out
-
-
-def _cost_line(out: dict, b: int) -> tuple[float, float]:
-    """(VERIFY_COST_FIXED, VERIFY_COST_PER_DRAFT): the line through the batch-b verify costs
-    of the two smallest k (with one k: all of the price per draft, no fixed part)."""
-    pts = sorted((k, r["cost"] - 1.0) for k, r in out["batch"][b]["verify"].items())
-    if len(pts) < 2:
-        k, c = pts[0]
-        return 0.0, c / k
-    (k1, c1), (k2, c2) = pts[:2]
-    per = (c2 - c1) / (k2 - k1)
-    return c1 - per * k1, per
 
 
 def real_model(a: argparse.Namespace, name: str, path: str, which: str) -> dict:

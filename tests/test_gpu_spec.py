@@ -53,3 +53,25 @@ def test_speculation_on_gpu_agrees_with_plain_decoding(graphs: bool) -> None:
     ]
     print("tokens agreeing:", agree)
     assert sorted(agree)[len(agree) // 2] >= 32, agree
+
+
+def test_engine_measures_its_verify_price_at_start() -> None:
+    """With CUDA graphs and speculation on, the engine times its own plain and verify steps
+    at start-up and drafts by that price (calibrate.py), leaving no trace behind."""
+    from localllm.engine.speculative.policy import PRICE_DISCOUNT, verify_price
+
+    path = conftest.testdata_path("models", "pycode-22m-q8_0.gguf")
+    cfg = EngineConfig(model=str(path), device="cuda", gpu_memory_utilization=0.5,
+                       max_model_len=2048, max_num_seqs=8, spec_tokens=8)  # fmt: skip
+    eng = LLMEngine(cfg)
+    pol = eng.speculator.policy
+    print("drafting price", pol.cost_fixed, pol.cost_per_draft)
+    assert (pol.cost_fixed, pol.cost_per_draft) != verify_price("cuda")
+    # a 22M model's verify step cannot hide its host time as a plain step does: dearer than
+    # the fixed part of an 8B's
+    assert pol.cost_fixed > PRICE_DISCOUNT * 0.3 and 0 < pol.cost_per_draft < 1
+    bm = eng.block_manager
+    assert eng.stats.steps == 0 and bm.num_cached_blocks == 0 and bm.num_used_blocks == 0
+    del eng
+    gc.collect()
+    torch.cuda.empty_cache()

@@ -4,15 +4,13 @@ and the cost of one verify step relative to a plain decode step."""
 
 from __future__ import annotations
 
-import random
 import time
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-
-import torch
 
 from localllm.bench.spec_prompts import chat_prompts, code_prompts, story_prompts
 from localllm.core import SamplingParams
+from localllm.engine.speculative.calibrate import step_seconds, sync
 
 BENCH_SPEC_TOKENS = 4  # k of `localllm bench --spec` when --spec-tokens is not given
 
@@ -30,11 +28,6 @@ class Run:
         return (len(self.ids) - 1) / self.decode_s if self.decode_s > 0 else 0.0
 
 
-def _sync(engine) -> None:
-    if engine.runner.device.type == "cuda":
-        torch.cuda.synchronize(engine.runner.device)
-
-
 def generate_one(engine, prompt: list[int], gen: int, k: int) -> Run:
     """One greedy request alone (k: its speculative.n_max, 0 = off)."""
     params = SamplingParams(max_tokens=gen, temperature=0.0, spec_tokens=k)
@@ -48,11 +41,11 @@ def generate_one(engine, prompt: list[int], gen: int, k: int) -> Run:
             if ev.request_id != rid:
                 continue
             if ev.token_ids and first is None:
-                _sync(engine)
+                sync(engine)
                 first = time.perf_counter()
             ids += ev.token_ids
             if ev.finished:
-                _sync(engine)
+                sync(engine)
                 end, stats = time.perf_counter(), ev.stats or {}
                 usage = ev.usage
     assert first is not None and end is not None and usage is not None
@@ -127,47 +120,18 @@ def throughput(engine, prompts: list[list[int]], streams: int, gen: int, k: int)
     params = SamplingParams(max_tokens=gen, temperature=0.0, ignore_eos=True, spec_tokens=k)
     # the same prompts once first: compiled shapes, and every run finds them in the prefix cache
     engine.generate(batch, [SamplingParams(max_tokens=2, temperature=0.0, spec_tokens=k)] * streams)
-    _sync(engine)
+    sync(engine)
     t0 = time.perf_counter()
     out = engine.generate(batch, [params] * streams)
-    _sync(engine)
+    sync(engine)
     return sum(len(o) for o in out) / (time.perf_counter() - t0)
 
 
 def step_time(engine, batch: int, k: int, steps: int, context: int = 512,
               around: AbstractContextManager | None = None) -> float:  # fmt: skip
     """Seconds per engine step of `batch` decoding sequences that each verify k drafts (k = 0:
-    plain decode). Drafts are forced (a fixed token), so the cost does not depend on them.
-    `around` (a profiler, say) is entered around the timed steps."""
-    rng = random.Random(batch * 100 + k)
-    V = engine.model_cfg.vocab_size
-    prompts = [[rng.randrange(3, V) for _ in range(context)] for _ in range(batch)]
-    params = SamplingParams(max_tokens=steps * (k + 1) + 64, temperature=0.0, ignore_eos=True,
-                            spec_tokens=0)  # fmt: skip
-    ids = [engine.add_request(p, params) for p in prompts]
-    while any(s.in_prefill for s in engine.scheduler.running) or engine.scheduler.waiting:
-        engine.step()
-    real = engine.speculator.propose
-
-    def forced(decodes) -> None:
-        for s in decodes:
-            s.draft_ids = [3] * k
-
-    engine.speculator.propose = forced
-    try:
-        for _ in range(3):
-            engine.step()
-        _sync(engine)
-        with around or nullcontext():
-            t0 = time.perf_counter()
-            for _ in range(steps):
-                engine.step()
-            _sync(engine)
-            return (time.perf_counter() - t0) / steps
-    finally:
-        engine.speculator.propose = real
-        for rid in ids:
-            engine.abort(rid)
+    plain decode); the engine's own start-up measurement (speculative/calibrate.py)."""
+    return step_seconds(engine, batch, k, steps, context, around)
 
 
 def format_compare(k: int, gen: int, res: dict) -> list[str]:

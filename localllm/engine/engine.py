@@ -29,7 +29,8 @@ from localllm.engine.progress import LoadProgress, ProgressFn
 from localllm.engine.runner import ModelRunner, StepOutput
 from localllm.engine.sampler import Sampler
 from localllm.engine.scheduler import ScheduledBatch, Scheduler, SchedulerConfig
-from localllm.engine.speculative.policy import SpecPolicy, verify_price
+from localllm.engine.speculative.calibrate import calibration_fits, measure_price
+from localllm.engine.speculative.policy import SpecPolicy, drafting_price, verify_price
 from localllm.engine.speculative.speculator import Speculator
 from localllm.engine.stats import EngineSnapshot, EngineStats, request_stats
 from localllm.engine.step_sampling import (
@@ -120,7 +121,18 @@ class LLMEngine:
         self._ahead: _Launched | None = None  # a decode step launched before the host needs it
         self.stats = EngineStats()
         self.closed = False
+        if k and self.runner.graphs is not None and calibration_fits(k, self.max_model_len):
+            report("measuring a verify step")
+            spec.cost_fixed, spec.cost_per_draft = drafting_price(*measure_price(self, k))
+            self._forget_calibration()
         log.info("engine ready in %.1f s", time.perf_counter() - t0)
+
+    def _forget_calibration(self) -> None:
+        """Start-up measurements leave no trace: counters and the prefix cache as new."""
+        self.stats = EngineStats()
+        bm = self.block_manager
+        bm.clear_cache()
+        bm.hits = bm.queries = 0
 
     # ---- lifetime -----------------------------------------------------------------------
     def close(self) -> None:

@@ -1,0 +1,118 @@
+"""Measure what a verify step costs on this engine: its model, its GPU, its host.
+
+A verify step of k drafts costs `verify_cost(k)` plain decode steps, and that price decides how
+much to draft (policy.best_draft_len). It is not one number: on an 8B model a decode step is
+GPU-bound and a verify step costs ~1.8x at k = 4; on a 22M model a plain step hides its host
+time behind the GPU's (step overlap) but a verify step cannot, so it costs ~2.8x whatever k.
+So on a GPU the engine times its own steps at start-up (`measure_price`): plain decode steps
+and verify steps with forced drafts, one short sequence, as generation runs them (CUDA graphs,
+step overlap), and fits the line of policy.verify_cost through them.
+
+`step_seconds` is also what `localllm bench` and scripts/spec_measure.py time verify steps with.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING
+
+import torch
+
+from localllm.core import SamplingParams
+
+if TYPE_CHECKING:
+    from localllm.engine.engine import LLMEngine
+
+log = logging.getLogger("localllm")
+
+# start-up measurement: prompt tokens of the one sequence, steps timed per point after a few
+# untimed ones (graph warm-up, the pinned staging buffers' first use)
+CALIBRATE_CONTEXT = 64
+CALIBRATE_STEPS = 12
+CALIBRATE_WARMUP = 4
+
+
+def sync(engine: LLMEngine) -> None:
+    if engine.runner.device.type == "cuda":
+        torch.cuda.synchronize(engine.runner.device)
+
+
+def _decode_tokens(steps: int, warmup: int, k: int) -> int:
+    """max_tokens of a timed sequence: every step may take k + 1 tokens, and some slack."""
+    return (steps + warmup) * (k + 1) + 64
+
+
+def step_seconds(engine: LLMEngine, batch: int, k: int, steps: int, context: int = 512,
+                 around: AbstractContextManager | None = None,
+                 warmup: int = 3) -> float:  # fmt: skip
+    """Seconds per engine step of `batch` decoding sequences that each verify k drafts (k = 0:
+    plain decode, chained by step overlap as a sequence that does not speculate is). Drafts
+    are forced (a fixed token), so the cost does not depend on them. `around` (a profiler,
+    say) is entered around the timed steps."""
+    rng = random.Random(batch * 100 + k)
+    V = engine.model_cfg.vocab_size
+    prompts = [[rng.randrange(3, V) for _ in range(context)] for _ in range(batch)]
+    n = _decode_tokens(steps, warmup, k)
+    params = SamplingParams(max_tokens=n, temperature=0.0, ignore_eos=True, spec_tokens=0)
+    ids = [engine.add_request(p, params) for p in prompts]
+    while any(s.in_prefill for s in engine.scheduler.running) or engine.scheduler.waiting:
+        engine.step()
+    real = engine.speculator.propose
+
+    def forced(decodes) -> None:
+        for s in decodes:
+            s.draft_ids = [3] * k
+
+    engine.speculator.propose = forced  # type: ignore[method-assign]
+    try:
+        for _ in range(warmup):
+            engine.step()
+        sync(engine)
+        with around or nullcontext():
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                engine.step()
+            sync(engine)
+            return (time.perf_counter() - t0) / steps
+    finally:
+        engine.speculator.propose = real  # type: ignore[method-assign]
+        for rid in ids:
+            engine.abort(rid)
+
+
+def price_line(costs: dict[int, float]) -> tuple[float, float]:
+    """(fixed, per_draft) of the line through the costs (plain steps) at the two smallest k,
+    with one k: all of the price per draft, no fixed part."""
+    pts = sorted((k, c - 1.0) for k, c in costs.items())
+    if len(pts) < 2:
+        k, c = pts[0]
+        return 0.0, c / k
+    (k1, c1), (k2, c2) = pts[:2]
+    per = (c2 - c1) / (k2 - k1)
+    return c1 - per * k1, per
+
+
+def calibration_fits(k_max: int, max_model_len: int) -> bool:
+    """Whether the start-up measurement's sequence fits the context."""
+    return (
+        CALIBRATE_CONTEXT + _decode_tokens(CALIBRATE_STEPS, CALIBRATE_WARMUP, k_max)
+        <= max_model_len
+    )
+
+
+def measure_price(engine: LLMEngine, k_max: int) -> tuple[float, float]:
+    """(fixed, per_draft): the verify price of this engine, from its own step times at batch 1
+    (k = 4 and k_max, or k_max alone when it is smaller)."""
+    t0 = time.perf_counter()
+    ks = sorted({min(4, k_max), k_max})
+    args = dict(steps=CALIBRATE_STEPS, context=CALIBRATE_CONTEXT, warmup=CALIBRATE_WARMUP)
+    plain = step_seconds(engine, 1, 0, **args)  # type: ignore[arg-type]
+    costs = {k: step_seconds(engine, 1, k, **args) / plain for k in ks}  # type: ignore[arg-type]
+    fixed, per = price_line(costs)
+    log.info("verify steps cost %s plain decode steps (%.0f us) -> price %.3f + %.3f k (%.1f s)",
+             ", ".join(f"{c:.2f}x at k={k}" for k, c in costs.items()), 1e6 * plain, fixed, per,
+             time.perf_counter() - t0)  # fmt: skip
+    return fixed, per

@@ -1,0 +1,75 @@
+"""The verify price an engine measures for itself (engine/speculative/calibrate.py): the line
+through its measured costs, the price the policy drafts by, the measurement on a real engine
+(CPU here; tests/test_gpu_spec.py checks the start-up one), and the policy replay script."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import conftest
+import pytest
+
+from localllm.config import EngineConfig
+from localllm.engine.engine import LLMEngine
+from localllm.engine.speculative.calibrate import (
+    calibration_fits,
+    measure_price,
+    price_line,
+)
+from localllm.engine.speculative.policy import (
+    MIN_PRICE_PER_DRAFT,
+    PRICE_DISCOUNT,
+    best_draft_len,
+    drafting_price,
+)
+
+SIM = Path(__file__).resolve().parents[1] / "scripts" / "spec_policy_sim.py"
+
+
+def test_price_line_and_drafting_price() -> None:
+    assert price_line({4: 1.817, 8: 2.575}) == pytest.approx((0.059, 0.1895))
+    assert price_line({2: 1.5}) == pytest.approx((0.0, 0.25))  # one point: all per draft
+    assert drafting_price(0.058, 0.19) == pytest.approx((0.058 * PRICE_DISCOUNT, 0.19 * 0.7))
+    # noise can tilt a flat line: never a negative fixed part, never free drafts
+    assert drafting_price(-0.1, -0.02) == (0.0, PRICE_DISCOUNT * MIN_PRICE_PER_DRAFT)
+    # a small model's price (verify steps cannot hide host time) drafts rarely but long
+    small, big = drafting_price(1.4, 0.09), drafting_price(0.058, 0.19)
+    assert best_draft_len(0.5, 8, small[1], small[0]) == 0 < best_draft_len(0.5, 8, big[1], big[0])
+    assert best_draft_len(0.8, 8, small[1], small[0]) == 8 > best_draft_len(0.8, 8, big[1], big[0])
+
+
+def test_measure_price_on_an_engine_leaves_it_clean() -> None:
+    path = conftest.testdata_path("models", "stories260K.gguf")
+    eng = LLMEngine(EngineConfig(model=str(path), device="cpu", spec_tokens=6, max_model_len=512))
+    assert eng.speculator.policy.cost_per_draft == 0.05  # the CPU table: nothing measured
+    assert calibration_fits(6, 512) and not calibration_fits(15, 256)
+    steps = eng.stats.steps
+    fixed, per = measure_price(eng, 6)
+    assert fixed == fixed and per == per and abs(fixed) < 50 and abs(per) < 10  # finite
+    assert eng.stats.steps > steps + 3 * 12  # three points of 12 timed steps
+    bm = eng.block_manager
+    assert bm.num_used_blocks == 0 and not eng.requests and not len(eng.speculator)
+    eng._forget_calibration()
+    assert eng.stats.steps == 0 and bm.num_cached_blocks == 0 and bm.queries == 0
+
+
+def test_policy_replay_script(tmp_path) -> None:
+    """scripts/spec_policy_sim.py records greedy outputs and replays the policy on them: a
+    dearer told price drafts less."""
+    path = str(conftest.testdata_path("models", "stories260K.gguf"))
+    args = ["--model", path, "--which", "story", "--gen", "48", "--k", "6", "--true", "0.2,0.1",
+            "--prices", "0.0,0.02", "0.5,0.3", "--cache", str(tmp_path / "rec.json")]  # fmt: skip
+    r = subprocess.run([sys.executable, str(SIM), *args], capture_output=True, text=True,
+                       timeout=600, cwd=tmp_path)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    drafted = {}
+    for line in r.stdout.splitlines():  # told 0.0,0.02 grounded speedup 1.234x, acceptance ..
+        f = line.split()
+        drafted[f[1], f[2]] = int(f[-1])
+        assert float(f[4].rstrip("x,")) > 0
+    cheap = sum(v for (p, _), v in drafted.items() if p == "0.0,0.02")
+    dear = sum(v for (p, _), v in drafted.items() if p == "0.5,0.3")
+    assert cheap > dear, drafted
+    assert (tmp_path / "rec.json").exists()
