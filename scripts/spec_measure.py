@@ -64,6 +64,12 @@ def _engine(a: argparse.Namespace, model: str, k_max: int, cutoff: int, **kw) ->
     return LLMEngine(cfg)
 
 
+def _price(engine: LLMEngine) -> list[float]:
+    """(fixed, per_draft) the engine drafts by (measured at start-up on a GPU)."""
+    pol = engine.speculator.policy
+    return [pol.cost_fixed, pol.cost_per_draft]
+
+
 def _release(engine: LLMEngine) -> None:
     engine.close()  # frees the KV pool and graphs before the next engine sizes its own
 
@@ -72,7 +78,7 @@ def verify_costs(a: argparse.Namespace) -> dict:
     """Per batch size: plain decode step ms and, per k, verify step ms and cost (ratio)."""
     ks, batches = a.ks, a.batches
     eng = _engine(a, resolve_model(a.cost_model), max(ks), max(batches))
-    out: dict = {"model": a.cost_model, "batch": {}}
+    out: dict = {"model": a.cost_model, "batch": {}, "price": _price(eng)}
     for b in batches:
         plain = 1000 * step_time(eng, b, 0, a.steps)
         verify = {}
@@ -93,7 +99,7 @@ def real_model(a: argparse.Namespace, name: str, path: str, which: str) -> dict:
     """Batch-1 on/off per prompt kind for each k, then many-stream throughput."""
     eng = _engine(a, path, max(a.ks), a.streams)  # verify graphs up to the stream count
     prompts = prompt_set(eng, which)
-    res: dict = {"model": name, "prompts": which, "batch1": {}}
+    res: dict = {"model": name, "prompts": which, "batch1": {}, "price": _price(eng)}
     for k in a.ks:
         res["batch1"][k] = compare(eng, prompts, a.gen, k)
     res.update(_streams(a, eng, [p for _, p in prompts]))
@@ -142,7 +148,8 @@ def table(res: dict) -> list[str]:
     lines = []
     if "verify" in res:
         v = res["verify"]
-        lines.append(f"verify cost on {v['model']} (step time / plain decode step):")
+        lines.append(f"verify cost on {v['model']} (step time / plain decode step; drafting "
+                     f"price {v['price'][0]:.3f} + {v['price'][1]:.3f} k):")  # fmt: skip
         for b, row in v["batch"].items():
             parts = [
                 f"k={k}: {r['cost']:.3f}x ({r['ms']:.2f} ms)" for k, r in row["verify"].items()
@@ -161,6 +168,7 @@ def table(res: dict) -> list[str]:
                     f"{100 * r['acceptance']:.0f}% of {r['drafted']}, mean run {r['mean_run']:.2f}, "
                     f"identical {r['identical']}/{r['prompts']}{imp}"
                 )
+        lines.append(f"{m['model']}: drafting price {m['price'][0]:.3f} + {m['price'][1]:.3f} k")
         lines.append(_streams_line(m["model"], m))
     if "streams_8b" in res:
         lines.append(
