@@ -228,6 +228,7 @@ def main() -> int:
                     r["implied_8b"] = implied_8b(res["verify"], r)
         res["models"].append(m)
     print("\n".join(table(res)))
+    Path(a.out).mkdir(parents=True, exist_ok=True)
     out = Path(a.out) / "spec_measure.json"
     out.write_text(json.dumps(res, indent=2))
     print(f"[written to {out}]")

@@ -112,7 +112,14 @@ def test_step_overlap_matches_plain_steps(testdata):
             eng.close()
             del eng
             _release()
-    assert outs["on", 0] == outs["off", 0] == outs["on", 4] == outs["off", 4]
+
+    def first_diff(a: list[list[int]], b: list[list[int]]) -> list[int | None]:
+        return [next((i for i, (x, y) in enumerate(zip(p, q)) if x != y), None) if p != q
+                else None for p, q in zip(a, b)]  # fmt: skip
+
+    diffs = {key: [first_diff(a, b) for a, b in zip(outs[key], outs["off", 0])] for key in outs}
+    print("first differing token per request, against plain steps:", diffs)
+    assert outs["on", 0] == outs["off", 0] == outs["on", 4] == outs["off", 4], diffs
     assert ahead["off", 0] == 0 and ahead["on", 0] > 100 and ahead["on", 4] > 0, ahead
 
 
