@@ -110,11 +110,20 @@ def real_model(a: argparse.Namespace, name: str, path: str, which: str) -> dict:
 def _streams(a: argparse.Namespace, eng: LLMEngine, ids: list[list[int]]) -> dict:
     """Throughput of a.streams streams: off, on at the default cutoff, on with it lifted."""
     k, n, gen = a.ks[0], a.streams, a.stream_gen
-    out = {"streams": n, "tok_s_off": throughput(eng, ids, n, gen, 0)}
+    out: dict = {"streams": n, "steps": {}}
+
+    def run(name: str, k: int) -> None:
+        st = eng.stats
+        steps, ahead, drafted = st.steps, st.steps_ahead, st.spec_proposed
+        out[name] = throughput(eng, ids, n, gen, k)
+        # engine steps, of them launched ahead (step overlap), drafts: warm-up and timed run
+        out["steps"][name] = [st.steps - steps, st.steps_ahead - ahead, st.spec_proposed - drafted]
+
+    run("tok_s_off", 0)
     eng.speculator.policy.max_batch = DEFAULT_SPEC_MAX_BATCH
-    out["tok_s_on"] = throughput(eng, ids, n, gen, k)
+    run("tok_s_on", k)
     eng.speculator.policy.max_batch = n  # what speculating at this batch would give
-    out["tok_s_on_no_cutoff"] = throughput(eng, ids, n, gen, k)
+    run("tok_s_on_no_cutoff", k)
     return out
 
 
@@ -182,7 +191,7 @@ def _streams_line(name: str, m: dict) -> str:
     return (
         f"{name} {m['streams']} streams: off {off:.0f} tok/s, on {m['tok_s_on']:.0f} "
         f"({m['tok_s_on'] / off:.3f}x), cutoff lifted {m['tok_s_on_no_cutoff']:.0f} "
-        f"({m['tok_s_on_no_cutoff'] / off:.3f}x)"
+        f"({m['tok_s_on_no_cutoff'] / off:.3f}x); steps, ahead, drafts: {m.get('steps')}"
     )
 
 
