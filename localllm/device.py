@@ -11,6 +11,14 @@ import torch
 from localllm.errors import LocalLLMError
 
 
+def cache_root() -> Path:
+    """localllm's cache folder: $LOCALLLM_CACHE, else $XDG_CACHE_HOME/localllm (~/.cache)."""
+    base = os.environ.get("LOCALLLM_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "localllm"
+    )
+    return Path(base)
+
+
 def pick_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")

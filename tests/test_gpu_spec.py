@@ -57,7 +57,8 @@ def test_speculation_on_gpu_agrees_with_plain_decoding(graphs: bool) -> None:
 
 def test_engine_measures_its_verify_price_at_start() -> None:
     """With CUDA graphs and speculation on, the engine times its own plain and verify steps
-    at start-up and drafts by that price (calibrate.py), leaving no trace behind."""
+    at start-up (or reads what it measured before) and drafts by that price (calibrate.py),
+    leaving no trace behind."""
     from localllm.engine.speculative.policy import PRICE_DISCOUNT, verify_price
 
     path = conftest.testdata_path("models", "pycode-22m-q8_0.gguf")
@@ -72,6 +73,13 @@ def test_engine_measures_its_verify_price_at_start() -> None:
     assert pol.cost_fixed > PRICE_DISCOUNT * 0.3 and 0 < pol.cost_per_draft < 1
     bm = eng.block_manager
     assert eng.stats.steps == 0 and bm.num_cached_blocks == 0 and bm.num_used_blocks == 0
+    assert not any(eng.runner.graphs.replays.values())
+    price = (pol.cost_fixed, pol.cost_per_draft)
     del eng
+    gc.collect()
+    torch.cuda.empty_cache()
+    again = LLMEngine(cfg)  # the cached price: the same drafts run after run
+    assert (again.speculator.policy.cost_fixed, again.speculator.policy.cost_per_draft) == price
+    del again
     gc.collect()
     torch.cuda.empty_cache()

@@ -4,6 +4,7 @@ through its measured costs, the price the policy drafts by, the measurement on a
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -13,9 +14,13 @@ import pytest
 
 from localllm.config import EngineConfig
 from localllm.engine.engine import LLMEngine
+from localllm.engine.speculative import calibrate
 from localllm.engine.speculative.calibrate import (
+    PRICE_CACHE,
     calibration_fits,
+    engine_price,
     measure_price,
+    price_key,
     price_line,
 )
 from localllm.engine.speculative.policy import (
@@ -73,3 +78,27 @@ def test_policy_replay_script(tmp_path) -> None:
     dear = sum(v for (p, _), v in drafted.items() if p == "0.5,0.3")
     assert cheap > dear, drafted
     assert (tmp_path / "rec.json").exists()
+
+
+def test_engine_price_is_measured_once_per_model_and_gpu(tmp_path, monkeypatch) -> None:
+    """The measured price goes to the cache folder; a later start reuses it (the same drafts,
+    the same greedy tokens, run after run); an unreadable cache is measured again, an
+    unwritable one only costs the shortcut."""
+    monkeypatch.setenv("LOCALLLM_CACHE", str(tmp_path))
+    path = conftest.testdata_path("models", "stories260K.gguf")
+    eng = LLMEngine(EngineConfig(model=str(path), device="cpu", spec_tokens=4, max_model_len=512))
+    calls = []
+    monkeypatch.setattr(calibrate, "measure_price", lambda e, k: calls.append(k) or (0.5, 0.02))
+    assert engine_price(eng, 4) == (0.5, 0.02) and calls == [4]
+    cached = json.loads((tmp_path / PRICE_CACHE).read_text())
+    assert cached == {price_key(eng, 4): [0.5, 0.02]}
+    assert engine_price(eng, 4) == (0.5, 0.02) and calls == [4]  # reused, not measured
+    assert engine_price(eng, 6) == (0.5, 0.02) and calls == [4, 6]  # another draft limit
+    assert "stories260K" in price_key(eng, 4) and "kv=" in price_key(eng, 4)
+    (tmp_path / PRICE_CACHE).write_text("{not json")
+    assert engine_price(eng, 4) == (0.5, 0.02) and calls == [4, 6, 4]
+    assert json.loads((tmp_path / PRICE_CACHE).read_text())[price_key(eng, 4)] == [0.5, 0.02]
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    monkeypatch.setenv("LOCALLLM_CACHE", str(blocked))  # a file where the folder should be
+    assert engine_price(eng, 4) == (0.5, 0.02) and calls == [4, 6, 4, 4]

@@ -7,14 +7,13 @@ import os
 import sys
 from pathlib import Path
 
+from localllm.device import cache_root
+
 DEFAULT_MODEL = "llama3-8b-q4_k_m"  # what `localllm bench` measures without --model
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("LOCALLLM_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "localllm"
-    )
-    return Path(base) / "bench"
+    return cache_root() / "bench"
 
 
 def resolve_model(name: str) -> str:

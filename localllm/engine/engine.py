@@ -29,7 +29,7 @@ from localllm.engine.progress import LoadProgress, ProgressFn
 from localllm.engine.runner import ModelRunner, StepOutput
 from localllm.engine.sampler import Sampler
 from localllm.engine.scheduler import ScheduledBatch, Scheduler, SchedulerConfig
-from localllm.engine.speculative.calibrate import calibration_fits, measure_price
+from localllm.engine.speculative.calibrate import calibration_fits, engine_price
 from localllm.engine.speculative.policy import SpecPolicy, drafting_price, verify_price
 from localllm.engine.speculative.speculator import Speculator
 from localllm.engine.stats import EngineSnapshot, EngineStats, request_stats
@@ -122,17 +122,19 @@ class LLMEngine:
         self.stats = EngineStats()
         self.closed = False
         if k and self.runner.graphs is not None and calibration_fits(k, self.max_model_len):
-            report("measuring a verify step")
-            spec.cost_fixed, spec.cost_per_draft = drafting_price(*measure_price(self, k))
+            report("pricing a verify step")
+            spec.cost_fixed, spec.cost_per_draft = drafting_price(*engine_price(self, k))
             self._forget_calibration()
         log.info("engine ready in %.1f s", time.perf_counter() - t0)
 
     def _forget_calibration(self) -> None:
-        """Start-up measurements leave no trace: counters and the prefix cache as new."""
+        """Start-up measurements leave no trace: counters, graph replays, prefix cache as new."""
         self.stats = EngineStats()
         bm = self.block_manager
         bm.clear_cache()
         bm.hits = bm.queries = 0
+        if self.runner.graphs is not None:
+            self.runner.graphs.replays = dict.fromkeys(self.runner.graphs.replays, 0)
 
     # ---- lifetime -----------------------------------------------------------------------
     def close(self) -> None:

@@ -6,14 +6,19 @@ GPU-bound and a verify step costs ~1.8x at k = 4; on a 22M model a plain step hi
 time behind the GPU's (step overlap) but a verify step cannot, so it costs ~2.8x whatever k.
 So on a GPU the engine times its own steps at start-up (`measure_price`): plain decode steps
 and verify steps with forced drafts, one short sequence, as generation runs them (CUDA graphs,
-step overlap), and fits the line of policy.verify_cost through them.
+step overlap), and fits the line of policy.verify_cost through them. The price is kept in the
+cache folder per model file, GPU, draft limit and KV dtype (`engine_price`): later starts reuse
+it, so the same prompt drafts the same way (and gives the same greedy tokens) run after run;
+timing noise would otherwise move the price, and with it which rows are verified together.
 
 `step_seconds` is also what `localllm bench` and scripts/spec_measure.py time verify steps with.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import random
 import time
 from contextlib import AbstractContextManager, nullcontext
@@ -22,6 +27,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from localllm.core import SamplingParams
+from localllm.device import cache_root, device_name
 
 if TYPE_CHECKING:
     from localllm.engine.engine import LLMEngine
@@ -33,6 +39,7 @@ log = logging.getLogger("localllm")
 CALIBRATE_CONTEXT = 64
 CALIBRATE_STEPS = 12
 CALIBRATE_WARMUP = 4
+PRICE_CACHE = "verify_price.json"  # in cache_root(): key -> [fixed, per_draft] as measured
 
 
 def sync(engine: LLMEngine) -> None:
@@ -116,3 +123,34 @@ def measure_price(engine: LLMEngine, k_max: int) -> tuple[float, float]:
              ", ".join(f"{c:.2f}x at k={k}" for k, c in costs.items()), 1e6 * plain, fixed, per,
              time.perf_counter() - t0)  # fmt: skip
     return fixed, per
+
+
+def price_key(engine: LLMEngine, k_max: int) -> str:
+    """What the measured price depends on: the weights, the GPU, the draft limit, the KV dtype."""
+    dev = device_name(engine.runner.device)
+    return f"{engine.source.model_id}|{dev}|k={k_max}|kv={engine.cfg.kv_dtype}"
+
+
+def engine_price(engine: LLMEngine, k_max: int) -> tuple[float, float]:
+    """The measured (fixed, per_draft) of this engine: from the cache, else measured now and
+    stored (a cache that cannot be read or written is only a lost shortcut)."""
+    path, key = cache_root() / PRICE_CACHE, price_key(engine, k_max)
+    try:
+        table = json.loads(path.read_text())
+    except (OSError, ValueError):
+        table = {}
+    hit = table.get(key) if isinstance(table, dict) else None
+    if isinstance(hit, list) and len(hit) == 2:
+        log.info("verify price %.3f + %.3f k (measured before: %s)", hit[0], hit[1], path)
+        return float(hit[0]), float(hit[1])
+    price = measure_price(engine, k_max)
+    table = table if isinstance(table, dict) else {}
+    table[key] = list(price)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(table, indent=1))
+        tmp.replace(path)
+    except OSError as e:
+        log.warning("could not store the verify price in %s: %s", path, e)
+    return price

@@ -47,13 +47,15 @@ DEFAULT_SPEC_MAX_BATCH = 4
 # (pycode-22m grounded k=8: mean run 2.74 vs 3.31, 1.25x vs 1.47x; the 8B speedup implied by
 # the measured cost and acceptance 1.74x vs 1.78x; benchmarks/session10/): drafts accept in
 # runs, which the per-position acceptance model undervalues, so the session-7 price stays.
-# Session 13: on a GPU the engine measures its own price at start-up (speculative/calibrate.py)
-# and drafts by PRICE_DISCOUNT x that: the session-7 price above is ~0.7x the 8B's measured line
-# (0.058 + 0.1895 k, session 12), and replaying the policy on recorded outputs
-# (scripts/spec_policy_sim.py) under pycode-22m's measured price (~1.4 + 0.09 k: its plain steps
-# hide their host time, its verify steps cannot) gave 1.67x on grounded code drafting by 0.7x
-# of it, 1.60x by all of it and 1.52x by the 8B's table. The table stays the price where
-# nothing is measured (CPU, no CUDA graphs).
+# Session 13: on a GPU the engine measures its own price at start-up, once per model and GPU
+# (speculative/calibrate.py), and drafts by PRICE_DISCOUNT x that: the session-7 price above
+# is ~0.7x the 8B's measured line (0.058 + 0.1895 k, session 12): the per-position acceptance
+# model undervalues drafts, which accept in runs. Replaying the policy on recorded outputs
+# (scripts/spec_policy_sim.py) under pycode-22m's price (~1.4 + 0.09 k: its plain steps hide
+# their host time, its verify steps cannot) gave 1.67x on grounded code drafting by 0.7x of it,
+# 1.60x by all of it, 1.52x by the 8B's table; on the H200, A/B in one call, SmolLM2 grounded
+# k = 8 went 2.08x -> 2.19x and pycode open-ended 1.00-1.05x -> 1.10-1.19x (BENCHMARKS.md).
+# The table stays the price where nothing is measured (CPU, no CUDA graphs).
 VERIFY_PRICE = {"cuda": (0.036, 0.136), "cpu": (0.0, 0.05)}  # device type -> (fixed, per_draft)
 PRICE_DISCOUNT = 0.7
 MIN_PRICE_PER_DRAFT = 0.01  # a measured line flatter than this (timing noise) is not believed
