@@ -102,3 +102,31 @@ def test_engine_price_is_measured_once_per_model_and_gpu(tmp_path, monkeypatch) 
     blocked.write_text("")
     monkeypatch.setenv("LOCALLLM_CACHE", str(blocked))  # a file where the folder should be
     assert engine_price(eng, 4) == (0.5, 0.02) and calls == [4, 6, 4, 4]
+
+
+def test_engine_drafts_by_the_measured_price_or_else_the_table(monkeypatch) -> None:
+    """What LLMEngine does at start-up on a GPU (CUDA graphs, speculation on), driven on the CPU:
+    it drafts by 0.7x the engine's price; a measurement that fails (here: after admitting its
+    sequence) leaves the table's price, no request and no block behind."""
+    import localllm.engine.engine as engine_mod
+    from localllm.errors import RequestError
+
+    path = conftest.testdata_path("models", "stories260K.gguf")
+    eng = LLMEngine(EngineConfig(model=str(path), device="cpu", spec_tokens=4, max_model_len=512))
+    pol = eng.speculator.policy
+    table = (pol.cost_fixed, pol.cost_per_draft)
+    monkeypatch.setattr(engine_mod, "engine_price", lambda e, k: (1.0, 0.1))
+    eng._price_verify_steps(4)
+    assert (pol.cost_fixed, pol.cost_per_draft) == pytest.approx((0.7, 0.07))
+    pol.cost_fixed, pol.cost_per_draft = table
+
+    def fails(e: LLMEngine, k: int) -> tuple[float, float]:
+        e.add_request([1, 5, 6, 7], engine_mod.SamplingParams(max_tokens=8, temperature=0.0))
+        e.step()
+        raise RequestError("no room")
+
+    monkeypatch.setattr(engine_mod, "engine_price", fails)
+    eng._price_verify_steps(4)
+    assert (pol.cost_fixed, pol.cost_per_draft) == table
+    bm = eng.block_manager
+    assert not eng.requests and bm.num_used_blocks == 0 and eng.stats.steps == 0

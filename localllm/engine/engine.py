@@ -41,7 +41,7 @@ from localllm.engine.step_sampling import (
     tokens_on_device,
 )
 from localllm.engine.stop import StopStringBuffer
-from localllm.errors import RequestError
+from localllm.errors import LocalLLMError, RequestError
 from localllm.sources import open_model
 from localllm.tokenizer import IncrementalDetokenizer
 
@@ -123,12 +123,24 @@ class LLMEngine:
         self.closed = False
         if k and self.runner.graphs is not None and calibration_fits(k, self.max_model_len):
             report("pricing a verify step")
-            spec.cost_fixed, spec.cost_per_draft = drafting_price(*engine_price(self, k))
-            self._forget_calibration()
+            self._price_verify_steps(k)
         log.info("engine ready in %.1f s", time.perf_counter() - t0)
 
+    def _price_verify_steps(self, k: int) -> None:
+        """Draft by this engine's measured (or cached) verify price (speculative/calibrate.py);
+        when it cannot be measured, by the table."""
+        spec = self.speculator.policy
+        try:
+            spec.cost_fixed, spec.cost_per_draft = drafting_price(*engine_price(self, k))
+        except LocalLLMError as e:  # e.g. a KV pool too small for its sequence
+            log.warning("could not measure a verify step (%s); drafting by the table", e)
+        self._forget_calibration()
+
     def _forget_calibration(self) -> None:
-        """Start-up measurements leave no trace: counters, graph replays, prefix cache as new."""
+        """Start-up measurements leave no trace: requests, counters, graph replays, prefix
+        cache as new."""
+        for request_id in list(self.requests):
+            self.abort(request_id)
         self.stats = EngineStats()
         bm = self.block_manager
         bm.clear_cache()

@@ -3,7 +3,8 @@
 A verify step of k drafts costs `verify_cost(k)` plain decode steps, and that price decides how
 much to draft (policy.best_draft_len). It is not one number: on an 8B model a decode step is
 GPU-bound and a verify step costs ~1.8x at k = 4; on a 22M model a plain step hides its host
-time behind the GPU's (step overlap) but a verify step cannot, so it costs ~2.8x whatever k.
+time behind the GPU's (step overlap) but a verify step cannot, so it costs ~1.5-2.2x nearly
+whatever k.
 So on a GPU the engine times its own steps at start-up (`measure_price`): plain decode steps
 and verify steps with forced drafts, one short sequence, as generation runs them (CUDA graphs,
 step overlap), and fits the line of policy.verify_cost through them. The price is kept in the
