@@ -56,3 +56,16 @@ def test_step_time_times_forced_verify_steps_inside_around() -> None:
     seconds = step_time(eng, 1, 3, steps=4, context=16, around=around())
     assert seconds > 0 and inside == [(4, 4 * 3)]
     assert not eng.scheduler.running and not eng.scheduler.waiting  # its requests are aborted
+
+
+def test_probe_streams_runs_on_cpu(tmp_path) -> None:
+    """scripts/probe_streams.py (BENCHMARKS.md, session 13): per run tok/s and the slowest steps."""
+    stories = str(conftest.testdata_path("models", "stories260K.gguf"))
+    script = SCRIPT.parent / "probe_streams.py"
+    args = [stories, "--which", "story", "--streams", "3", "--gen", "6", "--ks", "0,2"]
+    r = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True,
+                       timeout=600, cwd=tmp_path)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    lines = [x for x in r.stdout.splitlines() if x.startswith("k=")]
+    assert [x.split()[0] for x in lines] == ["k=0", "k=0", "k=2", "k=2"]
+    assert all("tok/s" in x and "slowest" in x for x in lines)
