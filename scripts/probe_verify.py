@@ -17,9 +17,9 @@ from pathlib import Path
 
 from localllm.bench.models import resolve_model
 from localllm.bench.profile import kernel_breakdown
-from localllm.bench.spec import step_time
 from localllm.cli.args import add_engine_args, engine_config
 from localllm.engine.engine import LLMEngine
+from localllm.engine.speculative.calibrate import step_seconds
 
 
 def busy_us(events) -> float:
@@ -62,21 +62,21 @@ def main() -> None:
     res = {"model": a.model, "pdl": engine.runner.launches_pdl, "kinds": {}}
     print(f"{a.model}: PDL {'on' if res['pdl'] else 'off'}, {a.steps} steps per figure")
     for k in ks:
-        wall_plain = step_time(engine, 1, k, a.steps, a.context)
+        wall_plain = step_seconds(engine, 1, k, a.steps, a.context)
         prof = profile(activities=[ProfilerActivity.CUDA])
         graphs = engine.runner.graphs
         before = dict(graphs.replays) if graphs is not None else {}
-        wall_prof = step_time(engine, 1, k, a.steps, a.context, around=prof)
+        wall_prof = step_seconds(engine, 1, k, a.steps, a.context, around=prof)
         if graphs is not None:
             print(f"k={k}: graph replays " + ", ".join(
                 f"{n} {graphs.replays[n] - before[n]}" for n in graphs.replays))  # fmt: skip
         if a.host_profile:
             host = cProfile.Profile()
-            step_time(engine, 1, k, a.steps, a.context, around=host)
+            step_seconds(engine, 1, k, a.steps, a.context, around=host)
             pstats.Stats(host).sort_stats("tottime").print_stats(18)
         if a.trace:
             tr = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], with_stack=True)
-            step_time(engine, 1, k, a.trace, a.context, around=tr)
+            step_seconds(engine, 1, k, a.trace, a.context, around=tr)
             Path(a.out).mkdir(parents=True, exist_ok=True)
             tr.export_chrome_trace(str(Path(a.out) / f"trace_k{k}.json.gz"))
         busy = busy_us([e for e in prof.events() if e.device_type == DeviceType.CUDA]) / a.steps

@@ -30,10 +30,10 @@ from pathlib import Path
 import torch
 
 from localllm.bench.models import resolve_model
-from localllm.bench.spec import compare, prompt_set, step_time, throughput
+from localllm.bench.spec import compare, prompt_set, throughput
 from localllm.config import EngineConfig
 from localllm.engine.engine import LLMEngine
-from localllm.engine.speculative.calibrate import price_line
+from localllm.engine.speculative.calibrate import price_line, step_seconds
 from localllm.engine.speculative.policy import DEFAULT_SPEC_MAX_BATCH
 
 REPO = Path(__file__).resolve().parents[1]
@@ -80,10 +80,10 @@ def verify_costs(a: argparse.Namespace) -> dict:
     eng = _engine(a, resolve_model(a.cost_model), max(ks), max(batches))
     out: dict = {"model": a.cost_model, "batch": {}, "price": _price(eng)}
     for b in batches:
-        plain = 1000 * step_time(eng, b, 0, a.steps)
+        plain = 1000 * step_seconds(eng, b, 0, a.steps)
         verify = {}
         for k in ks if b == 1 else ks[:1]:
-            ms = 1000 * step_time(eng, b, k, a.steps)
+            ms = 1000 * step_seconds(eng, b, k, a.steps)
             verify[k] = {"ms": ms, "cost": ms / plain}
         out["batch"][b] = {"decode_ms": plain, "verify": verify}
     k0, b0 = ks[0], batches[0]

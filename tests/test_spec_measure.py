@@ -35,13 +35,13 @@ def test_spec_measure_runs_on_cpu(tmp_path) -> None:
 
 
 def test_step_time_times_forced_verify_steps_inside_around() -> None:
-    """`bench.spec.step_time` (the verify-cost figure, scripts/probe_verify.py): `around` is
+    """`calibrate.step_seconds` (the verify-cost figure, scripts/probe_verify.py): `around` is
     entered once, and the steps inside it are verify steps of exactly k forced drafts each."""
     from contextlib import contextmanager
 
-    from localllm.bench.spec import step_time
     from localllm.config import EngineConfig
     from localllm.engine.engine import LLMEngine
+    from localllm.engine.speculative.calibrate import step_seconds
 
     stories = str(conftest.testdata_path("models", "stories260K.gguf"))
     eng = LLMEngine(EngineConfig(model=stories, device="cpu", spec_tokens=4, max_model_len=256))
@@ -53,7 +53,7 @@ def test_step_time_times_forced_verify_steps_inside_around() -> None:
         yield
         inside.append((eng.stats.steps - steps, eng.stats.spec_proposed - drafted))
 
-    seconds = step_time(eng, 1, 3, steps=4, context=16, around=around())
+    seconds = step_seconds(eng, 1, 3, steps=4, context=16, around=around())
     assert seconds > 0 and inside == [(4, 4 * 3)]
     assert not eng.scheduler.running and not eng.scheduler.waiting  # its requests are aborted
 

@@ -5,12 +5,11 @@ and the cost of one verify step relative to a plain decode step."""
 from __future__ import annotations
 
 import time
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from localllm.bench.spec_prompts import chat_prompts, code_prompts, story_prompts
 from localllm.core import SamplingParams
-from localllm.engine.speculative.calibrate import step_seconds, sync
+from localllm.engine.speculative.calibrate import sync
 
 BENCH_SPEC_TOKENS = 4  # k of `localllm bench --spec` when --spec-tokens is not given
 
@@ -131,13 +130,6 @@ def throughput(engine, prompts: list[list[int]], streams: int, gen: int, k: int,
         sync(engine)
         best = max(best, sum(len(o) for o in out) / (time.perf_counter() - t0))
     return best
-
-
-def step_time(engine, batch: int, k: int, steps: int, context: int = 512,
-              around: AbstractContextManager | None = None) -> float:  # fmt: skip
-    """Seconds per engine step of `batch` decoding sequences that each verify k drafts (k = 0:
-    plain decode); the engine's own start-up measurement (speculative/calibrate.py)."""
-    return step_seconds(engine, batch, k, steps, context, around)
 
 
 def format_compare(k: int, gen: int, res: dict) -> list[str]:

@@ -12,7 +12,7 @@ cache folder per model file, GPU, draft limit and KV dtype (`engine_price`): lat
 it, so the same prompt drafts the same way (and gives the same greedy tokens) run after run;
 timing noise would otherwise move the price, and with it which rows are verified together.
 
-`step_seconds` is also what `localllm bench` and scripts/spec_measure.py time verify steps with.
+`step_seconds` is also what scripts/spec_measure.py and scripts/probe_verify.py time steps with.
 """
 
 from __future__ import annotations
@@ -116,9 +116,13 @@ def measure_price(engine: LLMEngine, k_max: int) -> tuple[float, float]:
     (k = 4 and k_max, or k_max alone when it is smaller)."""
     t0 = time.perf_counter()
     ks = sorted({min(4, k_max), k_max})
-    args = dict(steps=CALIBRATE_STEPS, context=CALIBRATE_CONTEXT, warmup=CALIBRATE_WARMUP)
-    plain = step_seconds(engine, 1, 0, **args)  # type: ignore[arg-type]
-    costs = {k: step_seconds(engine, 1, k, **args) / plain for k in ks}  # type: ignore[arg-type]
+
+    def seconds(k: int) -> float:
+        return step_seconds(engine, 1, k, CALIBRATE_STEPS, CALIBRATE_CONTEXT,
+                            warmup=CALIBRATE_WARMUP)  # fmt: skip
+
+    plain = seconds(0)
+    costs = {k: seconds(k) / plain for k in ks}
     fixed, per = price_line(costs)
     log.info("verify steps cost %s plain decode steps (%.0f us) -> price %.3f + %.3f k (%.1f s)",
              ", ".join(f"{c:.2f}x at k={k}" for k, c in costs.items()), 1e6 * plain, fixed, per,
