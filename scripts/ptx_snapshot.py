@@ -140,7 +140,8 @@ def _dp4a_case(name: str, fmt: str, rows: int = 1) -> Case:
     types = {"xq_ptr": "*i8", "xs_ptr": "*fp32", "out_ptr": "*fp16", "bias_ptr": "*fp16",
              **_plane_types(fmt)}  # fmt: skip
     rb = dp4a_triton.row_block(rows)
-    consts = dp4a_triton.kernel_constexprs(fmt, cfg.bn, ng, rb, split > 1, False, False)
+    groups = K // kernel_facts(fmt).group
+    consts = dp4a_triton.kernel_constexprs(fmt, cfg.bn, ng, groups, rb, split > 1, False, False)
     return Case(name, dp4a_triton._dp4a_kernel, types, consts, cfg.warps, 1)
 
 

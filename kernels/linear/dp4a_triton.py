@@ -33,14 +33,14 @@ from localllm.kernels.quant import kernel_facts, triton_hooks
 
 @triton.jit
 def _dp4a_dot(xw, xs, p0, p1, p2, p3, p4, rows, G, g_lo, g_hi, LOAD: tl.constexpr,
-              GROUP: tl.constexpr, BN: tl.constexpr, NG: tl.constexpr, EMU: tl.constexpr,
-              PDL: tl.constexpr):  # fmt: skip
+              GROUP: tl.constexpr, BN: tl.constexpr, NG: tl.constexpr, EVEN: tl.constexpr,
+              EMU: tl.constexpr, PDL: tl.constexpr):  # fmt: skip
     """fp32 [BN]: weight rows `rows` [BN] (int64) dotted with the int8 activations (xw: the
     row's int32 words, xs: its group stats) over groups [g_lo, g_hi); LOAD and GROUP: the
-    format's `dp4a_load` and `dp4a_group`; PDL: wait for the previous kernel after the first
-    weight loads (`kernels/pdl.py`)."""
+    format's `dp4a_load` and `dp4a_group`; EVEN: NG divides g_hi - g_lo (no masks); PDL: wait
+    for the previous kernel after the first weight loads (`kernels/pdl.py`)."""
     res = _dp4a_dot_rows(xw, xs, xw, xs, 0, 0, 0, 1, p0, p1, p2, p3, p4, rows, G, g_lo, g_hi,
-                         LOAD, GROUP, BN, NG, 1, EMU, PDL)  # fmt: skip
+                         LOAD, GROUP, BN, NG, 1, EVEN, EMU, PDL)  # fmt: skip
     return res[0]
 
 
@@ -53,16 +53,53 @@ def _row_ptrs(xw, xs, sxw, sxs, r, T):
 
 
 @triton.jit
+def _group_mask(g, g_hi, EVEN: tl.constexpr):
+    """Which groups g [NG] of a step exist: a constant (the loads lose their masks and the
+    zeroing of masked-off lanes) when the steps cover the groups evenly."""
+    if EVEN:
+        return tl.full(g.shape, 1, tl.int1)
+    return g < g_hi
+
+
+@triton.jit
+def _groups_rows(a0, a1, a2, a3, a4, a5, a6, a7, w, e, s0, m0, s1, m1, xw0, xs0, xw1, xs1,
+                 xw2, xs2, xw3, xs3, xw4, xs4, xw5, xs5, xw6, xs6, xw7, xs7, g, gm,
+                 GROUP: tl.constexpr, RB: tl.constexpr, EMU: tl.constexpr):  # fmt: skip
+    """One K step: each of the RB activation rows adds its dot products with the step's
+    weight tile to its accumulator."""
+    a0 = GROUP(a0, w, e, s0, m0, s1, m1, xw0, xs0, g, gm, EMU)
+    if RB > 1:
+        a1 = GROUP(a1, w, e, s0, m0, s1, m1, xw1, xs1, g, gm, EMU)
+    if RB > 2:
+        a2 = GROUP(a2, w, e, s0, m0, s1, m1, xw2, xs2, g, gm, EMU)
+    if RB > 3:
+        a3 = GROUP(a3, w, e, s0, m0, s1, m1, xw3, xs3, g, gm, EMU)
+    if RB > 4:
+        a4 = GROUP(a4, w, e, s0, m0, s1, m1, xw4, xs4, g, gm, EMU)
+    if RB > 5:
+        a5 = GROUP(a5, w, e, s0, m0, s1, m1, xw5, xs5, g, gm, EMU)
+    if RB > 6:
+        a6 = GROUP(a6, w, e, s0, m0, s1, m1, xw6, xs6, g, gm, EMU)
+    if RB > 7:
+        a7 = GROUP(a7, w, e, s0, m0, s1, m1, xw7, xs7, g, gm, EMU)
+    return a0, a1, a2, a3, a4, a5, a6, a7
+
+
+@triton.jit
 def _dp4a_dot_rows(xw0, xs0, xw, xs, sxw, sxs, r0, T, p0, p1, p2, p3, p4, rows, G, g_lo, g_hi,
                    LOAD: tl.constexpr, GROUP: tl.constexpr, BN: tl.constexpr, NG: tl.constexpr,
-                   RB: tl.constexpr, EMU: tl.constexpr, PDL: tl.constexpr):  # fmt: skip
+                   RB: tl.constexpr, EVEN: tl.constexpr, EMU: tl.constexpr,
+                   PDL: tl.constexpr):  # fmt: skip
     """fp32 [BN] x 8 (the first RB meaningful): weight rows `rows` [BN] (int64) dotted with
     activation rows r0 .. r0 + RB - 1 (xw0 / xs0: row r0's int32 words and group stats; the
     others from the bases xw / xs and row strides sxw / sxs) over groups [g_lo, g_hi), with
     one read of the weight tile: each step's loaded words meet every row's activations (the
     format's byte split is common to the rows and computed once). LOAD and GROUP: the format's
-    `dp4a_load` and `dp4a_group`. PDL: the first step's weight loads are issued before
-    waiting for the previous kernel (weights are constant; the activations come after)."""
+    `dp4a_load` and `dp4a_group`; EVEN: NG divides g_hi - g_lo. PDL: the first step's weight
+    loads are issued before waiting for the previous kernel (weights are constant; the
+    activations come after). The loads of step i + 1 are in flight while step i computes."""
+    xw1, xs1, xw2, xs2, xw3, xs3 = xw0, xs0, xw0, xs0, xw0, xs0
+    xw4, xs4, xw5, xs5, xw6, xs6, xw7, xs7 = xw0, xs0, xw0, xs0, xw0, xs0, xw0, xs0
     if RB > 1:
         xw1, xs1 = _row_ptrs(xw, xs, sxw, sxs, r0 + 1, T)
     if RB > 2:
@@ -78,39 +115,39 @@ def _dp4a_dot_rows(xw0, xs0, xw, xs, sxw, sxs, r0, T, p0, p1, p2, p3, p4, rows, 
     if RB > 7:
         xw7, xs7 = _row_ptrs(xw, xs, sxw, sxs, r0 + 7, T)
     a0 = tl.zeros([NG, BN], dtype=tl.float32)  # per-group partials of each row, summed at the end
-    a1 = a0
-    a2 = a0
-    a3 = a0
-    a4 = a0
-    a5 = a0
-    a6 = a0
-    a7 = a0
+    a1, a2, a3, a4, a5, a6, a7 = a0, a0, a0, a0, a0, a0, a0
     n_steps = tl.cdiv(tl.maximum(g_hi - g_lo, 0), NG)
-    # the loads of step i + 1 are in flight while step i computes
     g = g_lo + tl.arange(0, NG)  # [NG]
-    w, e, s0, m0, s1, m1 = LOAD(p0, p1, p2, p3, p4, rows, g, g < g_hi, G)
-    pdl_wait(PDL)
-    for _ in range(n_steps):
-        gn = g + NG
-        nw, ne, ns0, nm0, ns1, nm1 = LOAD(p0, p1, p2, p3, p4, rows, gn, gn < g_hi, G)
+    if RB == 1:
+        gm = _group_mask(g, g_hi, EVEN)
+    else:
         gm = g < g_hi
-        a0 = GROUP(a0, w, e, s0, m0, s1, m1, xw0, xs0, g, gm, EMU)
-        if RB > 1:
-            a1 = GROUP(a1, w, e, s0, m0, s1, m1, xw1, xs1, g, gm, EMU)
-        if RB > 2:
-            a2 = GROUP(a2, w, e, s0, m0, s1, m1, xw2, xs2, g, gm, EMU)
-        if RB > 3:
-            a3 = GROUP(a3, w, e, s0, m0, s1, m1, xw3, xs3, g, gm, EMU)
-        if RB > 4:
-            a4 = GROUP(a4, w, e, s0, m0, s1, m1, xw4, xs4, g, gm, EMU)
-        if RB > 5:
-            a5 = GROUP(a5, w, e, s0, m0, s1, m1, xw5, xs5, g, gm, EMU)
-        if RB > 6:
-            a6 = GROUP(a6, w, e, s0, m0, s1, m1, xw6, xs6, g, gm, EMU)
-        if RB > 7:
-            a7 = GROUP(a7, w, e, s0, m0, s1, m1, xw7, xs7, g, gm, EMU)
-        w, e, s0, m0, s1, m1 = nw, ne, ns0, nm0, ns1, nm1
-        g = gn
+    w, e, s0, m0, s1, m1 = LOAD(p0, p1, p2, p3, p4, rows, g, gm, G)
+    pdl_wait(PDL)
+    if RB == 1:
+        # the last step peeled off (nothing to prefetch: constant masks when EVEN), the loop
+        # unrolled by two (no register copies of the prefetched tile): one-row Q4_0 / Q6_K
+        # GEMVs 4-12% faster on an H200 (scripts/ab_dp4a.py; BENCHMARKS.md, session 14)
+        for _ in tl.range(n_steps - 1, loop_unroll_factor=2):
+            gn = g + NG
+            nw, ne, ns0, nm0, ns1, nm1 = LOAD(p0, p1, p2, p3, p4, rows, gn,
+                                              _group_mask(gn, g_hi, EVEN), G)  # fmt: skip
+            a0 = GROUP(a0, w, e, s0, m0, s1, m1, xw0, xs0, g, _group_mask(g, g_hi, EVEN), EMU)
+            w, e, s0, m0, s1, m1 = nw, ne, ns0, nm0, ns1, nm1
+            g = gn
+        a0 = GROUP(a0, w, e, s0, m0, s1, m1, xw0, xs0, g, _group_mask(g, g_hi, EVEN), EMU)
+    else:
+        # several rows: the plain loop (peeled, it ran 3-12% slower at 5 rows; unrolled, it
+        # spills)
+        for _ in range(n_steps):
+            gn = g + NG
+            nw, ne, ns0, nm0, ns1, nm1 = LOAD(p0, p1, p2, p3, p4, rows, gn, gn < g_hi, G)
+            a0, a1, a2, a3, a4, a5, a6, a7 = _groups_rows(
+                a0, a1, a2, a3, a4, a5, a6, a7, w, e, s0, m0, s1, m1, xw0, xs0, xw1, xs1, xw2,
+                xs2, xw3, xs3, xw4, xs4, xw5, xs5, xw6, xs6, xw7, xs7, g, g < g_hi, GROUP, RB,
+                EMU)  # fmt: skip
+            w, e, s0, m0, s1, m1 = nw, ne, ns0, nm0, ns1, nm1
+            g = gn
     return (tl.sum(a0, axis=0), tl.sum(a1, axis=0), tl.sum(a2, axis=0), tl.sum(a3, axis=0),
             tl.sum(a4, axis=0), tl.sum(a5, axis=0), tl.sum(a6, axis=0), tl.sum(a7, axis=0))  # fmt: skip
 
@@ -120,12 +157,14 @@ def _dp4a_kernel(
     xq_ptr, xs_ptr, out_ptr, bias_ptr, p0, p1, p2, p3, p4,
     T, N, G, per_split, stride_xw, stride_xs, stride_om,
     LOAD: tl.constexpr, GROUP: tl.constexpr, BN: tl.constexpr, NG: tl.constexpr, RB: tl.constexpr,
-    ATOMIC: tl.constexpr, HAS_BIAS: tl.constexpr, EMU: tl.constexpr, PDL: tl.constexpr = False,
+    EVEN: tl.constexpr, ATOMIC: tl.constexpr, HAS_BIAS: tl.constexpr, EMU: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):  # fmt: skip
     """out [T, N] (+)= dequant(xq, xs) [T, K] @ W^T: program (m, n, k) owns activation rows
     [m RB, m RB + RB), weight rows [n BN, n BN + BN) and groups [k per_split, (k + 1)
-    per_split) (groups of the weight layout: 32 elements, 16 for Q8_0). The row blocks of one
-    weight tile are neighbours in launch order (they share it through L2)."""
+    per_split) (groups of the weight layout: 32 elements, 16 for Q8_0; EVEN: NG divides G,
+    hence every program's groups). The row blocks of one weight tile are neighbours in launch
+    order (they share it through L2)."""
     pdl_trigger(PDL)
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
@@ -139,14 +178,16 @@ def _dp4a_kernel(
     r0 = pid_m * RB
     if RB == 1:
         res = _dp4a_dot(xw + r0.to(tl.int64) * stride_xw, xs_ptr + r0.to(tl.int64) * stride_xs,
-                        p0, p1, p2, p3, p4, rows, G, g_lo, g_hi, LOAD, GROUP, BN, NG, EMU, PDL)  # fmt: skip
+                        p0, p1, p2, p3, p4, rows, G, g_lo, g_hi, LOAD, GROUP, BN, NG, EVEN, EMU,
+                        PDL)  # fmt: skip
         optrs = out_ptr + r0.to(tl.int64) * stride_om + offs_n
         _write_out(res, optrs, mask_n, bias_ptr, offs_n, mask_n, pid_k, HAS_BIAS, ATOMIC)
     else:
         xw0 = xw + r0.to(tl.int64) * stride_xw
         xs0 = xs_ptr + r0.to(tl.int64) * stride_xs
         res = _dp4a_dot_rows(xw0, xs0, xw, xs_ptr, stride_xw, stride_xs, r0, T, p0, p1, p2, p3,
-                             p4, rows, G, g_lo, g_hi, LOAD, GROUP, BN, NG, RB, EMU, PDL)  # fmt: skip
+                             p4, rows, G, g_lo, g_hi, LOAD, GROUP, BN, NG, RB, EVEN, EMU,
+                             PDL)  # fmt: skip
         for r in tl.static_range(RB):
             optrs = out_ptr + (r0 + r).to(tl.int64) * stride_om + offs_n
             ok = mask_n & (offs_n * 0 + r0 + r < T)  # [BN]: scalar masks trip the interpreter
@@ -160,7 +201,7 @@ def _dp4a_rope_kernel(
     GA, GB, pairs_a, head0, stride_xw, stride_xs, stride_om, stride_cs,
     stride_cb, stride_ch, stride_ct, n_q_heads, n_kv_heads,
     LOAD_A: tl.constexpr, GROUP_A: tl.constexpr, LOAD_B: tl.constexpr, GROUP_B: tl.constexpr,
-    NG: tl.constexpr, HEAD_DIM: tl.constexpr,
+    NG: tl.constexpr, EVEN: tl.constexpr, HEAD_DIM: tl.constexpr,
     BLOCK_SIZE: tl.constexpr, INTERLEAVED: tl.constexpr, HAS_BIAS: tl.constexpr,
     EMU: tl.constexpr, PDL: tl.constexpr = False,
 ):  # fmt: skip
@@ -194,10 +235,10 @@ def _dp4a_rope_kernel(
     xs = xs_ptr + t * stride_xs
     if in_a:
         res = _dp4a_dot(xw, xs, pa0, pa1, pa2, pa3, pa4, rows, GA, 0, GA, LOAD_A, GROUP_A, 2, NG,
-                        EMU, PDL)  # fmt: skip
+                        EVEN, EMU, PDL)  # fmt: skip
     else:
         res = _dp4a_dot(xw, xs, pb0, pb1, pb2, pb3, pb4, rows, GB, 0, GB, LOAD_B, GROUP_B, 2, NG,
-                        EMU, PDL)  # fmt: skip
+                        EVEN, EMU, PDL)  # fmt: skip
     h = head0 + tl.where(in_a, hl, hl + pairs_a // HALF)  # head in q | k | v
     col = h * HEAD_DIM + o  # [2] output columns
     if HAS_BIAS:
@@ -274,11 +315,11 @@ def format_constexprs(fmt: str, suffix: str = "") -> dict[str, object]:
     return {"LOAD" + suffix: hooks.dp4a_load, "GROUP" + suffix: hooks.dp4a_group}
 
 
-def kernel_constexprs(fmt: str, bn: int, ng: int, rb: int, atomic: bool, has_bias: bool,
-                      emu: bool) -> dict[str, object]:  # fmt: skip
-    """The constexpr arguments of `_dp4a_kernel` for one launch."""
-    return dict(**format_constexprs(fmt), BN=bn, NG=ng, RB=rb, ATOMIC=atomic, HAS_BIAS=has_bias,
-                EMU=emu)  # fmt: skip
+def kernel_constexprs(fmt: str, bn: int, ng: int, groups: int, rb: int, atomic: bool,
+                      has_bias: bool, emu: bool) -> dict[str, object]:  # fmt: skip
+    """The constexpr arguments of `_dp4a_kernel` for one launch over `groups` groups."""
+    return dict(**format_constexprs(fmt), BN=bn, NG=ng, RB=rb, EVEN=groups % ng == 0,
+                ATOMIC=atomic, HAS_BIAS=has_bias, EMU=emu)  # fmt: skip
 
 
 # activation rows one program can take (`_dp4a_dot_rows` holds one accumulator per row)
@@ -317,7 +358,7 @@ def dp4a_launch(
     _dp4a_kernel[grid](
         xq, xs, out, bias if bias is not None else out, *plane_args(planes),
         t, n, groups, per_split, k // 4, xs.stride(0), out.stride(0),
-        **kernel_constexprs(fmt, cfg.bn, ng, rb, split > 1, bias is not None, _emu()),
+        **kernel_constexprs(fmt, cfg.bn, ng, groups, rb, split > 1, bias is not None, _emu()),
         num_warps=cfg.warps, num_stages=1, **pdl_args(xq.device),
     )  # fmt: skip
     return out if split == 1 else out.to(out_dtype)
@@ -356,12 +397,13 @@ def dp4a_rope_launch(
         return k // kernel_facts(fmt).group
 
     pairs = sum(n for _, n, _ in weights) // 2
+    ng = min(64, triton.next_power_of_2(min(groups(fa), groups(fb))))
     _dp4a_rope_kernel[(pairs, t)](
         xq, xs, out, bias if bias is not None else out, *plane_args(pa), *plane_args(pb), positions, cos_sin,
         slot_mapping, k_cache, v_cache, groups(fa), groups(fb), na // 2, head0, k // 4,
         xs.stride(0), out.stride(0), cos_sin.stride(0), *k_cache.stride()[:3], n_q_heads,
         n_kv_heads, **format_constexprs(fa, "_A"), **format_constexprs(fb, "_B"),
-        NG=min(64, triton.next_power_of_2(min(groups(fa), groups(fb)))), HEAD_DIM=head_dim,
+        NG=ng, EVEN=groups(fa) % ng == 0 and groups(fb) % ng == 0, HEAD_DIM=head_dim,
         BLOCK_SIZE=k_cache.shape[2], INTERLEAVED=bool(interleaved), HAS_BIAS=bias is not None,
         EMU=_emu(), num_warps=2, num_stages=1, **pdl_args(xq.device),
     )  # fmt: skip

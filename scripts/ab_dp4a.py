@@ -1,0 +1,59 @@
+"""Time the dp4a GEMV at the dispatch's config on decode shapes, weights read from memory
+(copies cycled past the L2), CUDA-graph timing: one line per (shape, rows). Run it once per
+package version in the same call to A/B a kernel change (`PYTHONPATH` picks the version).
+
+Usage: python3 scripts/ab_dp4a.py [--rows 1,5] [--shapes 0,2,3,4,5,6,9,10] [--tag new]
+Appends JSON lines to $OUT/ab_dp4a.jsonl.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+import torch
+from triton.testing import do_bench_cudagraph
+
+sys.path.insert(0, os.path.dirname(__file__))
+from bench_qlinear import random_weight  # noqa: E402
+from sweep_dp4a import SHAPES  # noqa: E402
+
+from localllm.kernels.device import device_props  # noqa: E402
+from localllm.kernels.fused.quant_act_triton import quant_act_triton  # noqa: E402
+from localllm.kernels.linear import dp4a_triton as dp  # noqa: E402
+from localllm.kernels.quant import kernel_facts  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", default="1,5")
+    ap.add_argument("--shapes", default="0,1,2,3,4,5,6,9,10")
+    ap.add_argument("--tag", default="")
+    a = ap.parse_args()
+    sms = device_props(torch.device("cuda")).sm_count
+    out = open(os.path.join(os.environ.get("OUT", "."), "ab_dp4a.jsonl"), "a")
+    for i in [int(s) for s in a.shapes.split(",")]:
+        fmt, n, k = SHAPES[i]
+        w = random_weight(fmt, n, k)
+        copies = max(1, -(-120 * 2**20 // w.nbytes))
+        sets = [[w.tensors[p].clone() for p in kernel_facts(fmt).planes] for _ in range(copies)]
+        for t in [int(r) for r in a.rows.split(",")]:
+            x = torch.randn(t, k, device="cuda").half()
+            xq, xs = quant_act_triton(x, kernel_facts(fmt).act_layout)
+            cfg = dp.dp4a_config(fmt, n, k, sms, t)
+
+            def run(xq=xq, xs=xs, cfg=cfg, fmt=fmt, n=n, sets=sets) -> None:
+                for ps in sets:
+                    dp.dp4a_launch(xq, xs, ps, fmt, n, None, cfg, torch.float16)
+
+            us = do_bench_cudagraph(run, rep=30) * 1e3 / copies
+            gbs = w.nbytes / us / 1e3
+            rec = dict(tag=a.tag, fmt=fmt, n=n, k=k, rows=t, us=round(us, 2), gbs=round(gbs))
+            print(json.dumps(rec), flush=True)
+            out.write(json.dumps(rec) + "\n")
+
+
+if __name__ == "__main__":
+    main()
