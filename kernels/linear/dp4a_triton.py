@@ -273,21 +273,37 @@ class Dp4aConfig:
 _BN8_FORMATS = ("q4_0", "q4_k")
 
 
+# one activation row: (config above 8192 weight rows, config for 1025..8192 rows) per format,
+# from the H200 sweep of the peeled / unrolled loop (session 14, scripts/sweep_dp4a.py --cold;
+# 7B-8B shapes, us before -> after): Q4_0 keeps 8 rows per program and two groups per thread
+# (22016x4096 14.3 -> 13.0, 4096x11008 8.1 -> 7.3, 4096x4096 4.1 -> 3.4), the K-quants and Q8_0
+# take 4 rows and 4 warps below 8192 rows (Q4_K 4096x4096 4.1 -> 3.2, Q6_K 4096x14336 15.1 ->
+# 14.5, Q8_0 4096x4096 6.3 -> 5.0)
+_ONE_ROW: dict[str, tuple[Dp4aConfig, Dp4aConfig]] = {
+    "q4_0": (Dp4aConfig(8, 2, 1), Dp4aConfig(8, 2, 2)),
+    "q4_k": (Dp4aConfig(4, 1, 1), Dp4aConfig(4, 1, 4)),
+    "q6_k": (Dp4aConfig(4, 1, 1), Dp4aConfig(4, 1, 4)),
+    "q8_0": (Dp4aConfig(4, 1, 1), Dp4aConfig(4, 1, 4)),
+}
+_ONE_ROW_OTHER = (Dp4aConfig(4, 1, 1), Dp4aConfig(2, 1, 2))
+
+
 def dp4a_config(fmt: str, n: int, k: int, num_sms: int, rows: int = 1) -> Dp4aConfig:
-    """From the H200 sweep with weights read from memory (scripts/sweep_dp4a.py --cold): 2 rows
-    and 2 warps per program (within 4% of the best config on average over 13 shapes); 4 rows
-    and one warp for tall matrices (gate+up, LM head: 1.07-1.2x), 4 warps for <= 1024 rows;
-    split K only when the rows leave SMs idle (a split costs a zeroing and a conversion
-    kernel). Several activation rows (`rows`: scripts/sweep_dp4a_rows.py --alts, T = 2, 3,
-    5): more weight rows per program (4, 8 for 5+ activation rows of the 4-bit formats) share
-    each activation load (1.1-1.5x faster than the one-row config at 5 rows)."""
+    """From the H200 sweeps with weights read from memory (scripts/sweep_dp4a.py --cold): one
+    row by format (`_ONE_ROW`; tall matrices such as gate+up and the LM head: 4 rows and one
+    warp, 1.07-1.2x over 2 rows), 2 rows and 4 warps for <= 1024 rows; split K only when the
+    rows leave SMs idle (a split costs a zeroing and a conversion kernel). Several activation
+    rows (`rows`: scripts/sweep_dp4a_rows.py --alts, T = 2, 3, 5): more weight rows per program
+    (4, 8 for 5+ activation rows of the 4-bit formats) share each activation load (1.1-1.5x
+    faster than the one-row config at 5 rows)."""
     if rows > 1:
         bn = 8 if rows >= 5 and fmt in _BN8_FORMATS else 4
         cfg = Dp4aConfig(bn, 1, 1 if n > 8192 else 2)
-    elif n > 8192:
-        cfg = Dp4aConfig(4, 1, 1)
+    elif n <= 1024:
+        cfg = Dp4aConfig(2, 1, 4)
     else:
-        cfg = Dp4aConfig(2, 1, 4 if n <= 1024 else 2)
+        tall, short = _ONE_ROW.get(fmt, _ONE_ROW_OTHER)
+        cfg = tall if n > 8192 else short
     ctas = triton.cdiv(n, cfg.bn)
     if ctas >= num_sms:
         return cfg
