@@ -17,7 +17,7 @@ import torch
 from triton.testing import do_bench_cudagraph
 
 sys.path.insert(0, os.path.dirname(__file__))
-from bench_qlinear import random_weight  # noqa: E402
+from bench_qlinear import cold_planes  # noqa: E402
 from sweep_dp4a import SHAPES  # noqa: E402
 
 from localllm.kernels.device import device_props  # noqa: E402
@@ -36,9 +36,8 @@ def main() -> None:
     out = open(os.path.join(os.environ.get("OUT", "."), "ab_dp4a.jsonl"), "a")
     for i in [int(s) for s in a.shapes.split(",")]:
         fmt, n, k = SHAPES[i]
-        w = random_weight(fmt, n, k)
-        copies = max(1, -(-120 * 2**20 // w.nbytes))
-        sets = [[w.tensors[p].clone() for p in kernel_facts(fmt).planes] for _ in range(copies)]
+        w, sets = cold_planes(fmt, n, k)
+        copies = len(sets)
         for t in [int(r) for r in a.rows.split(",")]:
             x = torch.randn(t, k, device="cuda").half()
             xq, xs = quant_act_triton(x, kernel_facts(fmt).act_layout)

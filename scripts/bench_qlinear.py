@@ -62,6 +62,16 @@ def random_weight(fmt: str, n: int, k: int) -> QuantWeight:
     return pack_weight(raw, "cuda")
 
 
+def cold_planes(fmt: str, n: int, k: int) -> tuple[QuantWeight, list[list[torch.Tensor]]]:
+    """A random weight and copies of its kernel planes (> 120 MiB in all: past the L2), so that
+    calls cycling through them read the weights from memory, as a decode step does."""
+    from localllm.kernels.quant import kernel_facts
+
+    w = random_weight(fmt, n, k)
+    copies = max(1, -(-120 * 2**20 // w.nbytes))
+    return w, [[w.tensors[p].clone() for p in kernel_facts(fmt).planes] for _ in range(copies)]
+
+
 def _sweep_config(cfg: tuple[int, ...], fmt: str, n: int, k: int) -> QLinearConfig:
     mode, bm, bn, ng, warps = cfg
     group = group_size(fmt)

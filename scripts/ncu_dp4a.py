@@ -15,7 +15,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from bench_qlinear import random_weight  # noqa: E402
+from bench_qlinear import cold_planes  # noqa: E402
 from sweep_dp4a import SHAPES  # noqa: E402
 
 from localllm.kernels.device import device_props  # noqa: E402
@@ -32,9 +32,8 @@ def main() -> None:
     a = ap.parse_args()
     fmt, n, k = SHAPES[a.shape]
     sms = device_props(torch.device("cuda")).sm_count
-    w = random_weight(fmt, n, k)
-    copies = max(1, -(-120 * 2**20 // w.nbytes))
-    sets = [[w.tensors[p].clone() for p in kernel_facts(fmt).planes] for _ in range(copies)]
+    _, sets = cold_planes(fmt, n, k)
+    copies = len(sets)
     for t in [int(r) for r in a.rows.split(",")]:
         x = torch.randn(t, k, device="cuda").half()
         xq, xs = quant_act_triton(x, kernel_facts(fmt).act_layout)

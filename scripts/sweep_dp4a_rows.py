@@ -22,7 +22,7 @@ import torch
 from triton.testing import do_bench_cudagraph
 
 sys.path.insert(0, os.path.dirname(__file__))
-from bench_qlinear import PEAK_BW, random_weight  # noqa: E402
+from bench_qlinear import PEAK_BW, cold_planes  # noqa: E402
 from sweep_dp4a import SHAPES  # noqa: E402
 
 from localllm.kernels.device import device_props  # noqa: E402
@@ -61,9 +61,8 @@ def main() -> None:
         if time.time() - start > a.budget:
             print("budget spent")
             break
-        w = random_weight(fmt, n, k)
-        copies = max(1, -(-120 * 2**20 // w.nbytes))
-        sets = [[w.tensors[p].clone() for p in kernel_facts(fmt).planes] for _ in range(copies)]
+        w, sets = cold_planes(fmt, n, k)
+        copies = len(sets)
         layout = kernel_facts(fmt).act_layout
         base = None
         line = []
