@@ -194,3 +194,39 @@ def test_budget_trims_drafts_and_chunked_prefill_runs_beside_verification() -> N
     eng = _engine(path, max_num_batched_tokens=16, block_size=8)
     prompts = _encode(eng, story_prompts(), chat=False)
     _check_on_equals_off(eng, prompts, 24, min_rate=0.1)
+
+
+def _events(eng: LLMEngine, prompt: list[int], params: SamplingParams) -> tuple[str, list, str]:
+    """(text, token ids, finish reason) of one request, from its events as a front end sees them."""
+    rid = eng.add_request(prompt, params)
+    text, ids, reason = "", [], ""
+    while eng.has_work():
+        for ev in eng.step():
+            assert ev.request_id == rid
+            text, ids = text + ev.text, ids + ev.token_ids
+            reason = ev.finish_reason or reason
+    return text, ids, reason
+
+
+@pytest.mark.parametrize("max_tokens", [19, 23, 40])
+def test_accepted_runs_end_as_token_by_token(stories, max_tokens: int) -> None:
+    """A step's run of accepted drafts is detokenized in one go (`_take_run`) unless stop
+    strings or a grammar need each token (`_take_each`, forced here by a stop string that never
+    matches): the same text, tokens and finish reason, whether max_tokens or a stop id lands
+    inside a run."""
+    eng = stories
+    prompt = eng.encode_prompt(REPEAT + "Lily saw")
+    ref = eng.generate([prompt], _greedy(48, 0))[0]
+    stop_id = ref[max_tokens // 2 + 5]  # a token the output reaches, inside a run
+    for stop_ids in ([], [stop_id]):
+        base = dict(stop_token_ids=stop_ids)
+        accepted = eng.stats.spec_accepted
+        run = _events(eng, prompt, _greedy(max_tokens, 4, **base))
+        if not stop_ids:  # runs of accepted drafts were taken
+            assert eng.stats.spec_accepted > accepted
+        each = _events(eng, prompt, _greedy(max_tokens, 4, stop=["\x00never"], **base))
+        assert run == each
+        plain = _events(eng, prompt, _greedy(max_tokens, 0, **base))
+        assert run == plain
+        assert run[2] == ("length" if not stop_ids or stop_id not in ref[:max_tokens] else "stop")
+    assert _blocks_back(eng)

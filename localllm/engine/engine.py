@@ -364,6 +364,43 @@ class LLMEngine:
 
     def _advance(self, st: _RequestState, new: list[int]) -> TokenEvent | None:
         seq, p = st.seq, st.seq.params
+        if not st.stop.stops and seq.seq_id not in self.guided:
+            text, emitted, reason = self._take_run(st, new)
+        else:
+            text, emitted, reason = self._take_each(st, new)
+        lps = None
+        if p.logprobs is not None:  # _sample recorded one entry per new token
+            lps = st.logprobs[len(st.logprobs) - len(new) :][: len(emitted)]
+        if reason is None:
+            return TokenEvent(seq.request_id, text, emitted, lps)
+        if not st.stop.stopped:
+            text += st.stop.feed(st.detok.flush())[0] + st.stop.flush()
+        del seq.token_ids[seq.num_tokens - (len(new) - len(emitted)) :]  # drop tokens past the stop
+        ev = self._final_event(st, reason, text, emitted, lps)
+        self.scheduler.finish(seq, reason)
+        self._forget(seq)
+        self.requests.pop(seq.request_id, None)
+        self.stats.record_finished(seq)
+        return ev
+
+    def _take_run(self, st: _RequestState, new: list[int]) -> tuple[str, list[int], str | None]:
+        """(text, tokens emitted, finish reason) of a step's tokens without stop strings or a
+        grammar: only stop ids and max_tokens end the run, so it is detokenized in one call
+        (a verify step's run of accepted drafts), as `_take_each` would token by token."""
+        seq = st.seq
+        before = seq.num_output - len(new)  # output tokens before this step's
+        limit = max(seq.params.max_tokens - before, 1)  # tokens up to the one reaching it
+        n = min(len(new), limit)
+        stop = next((i for i, tok in enumerate(new[:n]) if tok in st.stop_ids), None)
+        if stop is not None:  # the stop token is emitted, not rendered
+            return st.detok.add(new[:stop]), new[: stop + 1], "stop"
+        text = st.detok.add(new[:n])
+        return text, new[:n], "length" if before + n >= seq.params.max_tokens else None
+
+    def _take_each(self, st: _RequestState, new: list[int]) -> tuple[str, list[int], str | None]:
+        """(text, tokens emitted, finish reason) of a step's tokens, token by token: stop ids,
+        stop strings, the grammar's end and max_tokens."""
+        seq, p = st.seq, st.seq.params
         text, emitted, reason = "", [], None
         for tok in new:
             emitted.append(tok)
@@ -379,20 +416,7 @@ class LLMEngine:
             if seq.num_output - (len(new) - len(emitted)) >= p.max_tokens:
                 reason = "length"
                 break
-        lps = None
-        if p.logprobs is not None:  # _sample recorded one entry per new token
-            lps = st.logprobs[len(st.logprobs) - len(new) :][: len(emitted)]
-        if reason is None:
-            return TokenEvent(seq.request_id, text, emitted, lps)
-        if not st.stop.stopped:
-            text += st.stop.feed(st.detok.flush())[0] + st.stop.flush()
-        del seq.token_ids[seq.num_tokens - (len(new) - len(emitted)) :]  # drop tokens past the stop
-        ev = self._final_event(st, reason, text, emitted, lps)
-        self.scheduler.finish(seq, reason)
-        self._forget(seq)
-        self.requests.pop(seq.request_id, None)
-        self.stats.record_finished(seq)
-        return ev
+        return text, emitted, reason
 
     def _final_event(
         self,
