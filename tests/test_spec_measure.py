@@ -69,3 +69,16 @@ def test_probe_streams_runs_on_cpu(tmp_path) -> None:
     lines = [x for x in r.stdout.splitlines() if x.startswith("k=")]
     assert [x.split()[0] for x in lines] == ["k=0", "k=0", "k=2", "k=2"]
     assert all("tok/s" in x and "slowest" in x for x in lines)
+
+
+def test_probe_host_verify_steps_take_every_draft(tmp_path) -> None:
+    """scripts/probe_host.py --spec-tokens K (BENCHMARKS.md, session 14): the stubbed device
+    continues the prompt, so after the policy's ramp-up every step takes K drafts + 1."""
+    stories = str(conftest.testdata_path("models", "stories260K.gguf"))
+    script = SCRIPT.parent / "probe_host.py"
+    for k, tokens in ((0, "1.00"), (4, "5.00")):
+        args = ["--model", stories, "--steps", "40", "--batch", "2", "--spec-tokens", str(k)]
+        r = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True,
+                           timeout=600, cwd=tmp_path)  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        assert f"{tokens} tokens per sequence" in r.stdout, r.stdout
