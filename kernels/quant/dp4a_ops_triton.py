@@ -38,23 +38,6 @@ def dp4a(acc, a, b, EMU: tl.constexpr, SIGNED: tl.constexpr = False):
 
 
 @triton.jit
-def dp4a0(a, b, EMU: tl.constexpr, SIGNED: tl.constexpr = False):
-    """dp4a(0, a, b): the first product of a chain, with no accumulator register (a zero
-    accumulator would be rematerialized for every chain)."""
-    if EMU:
-        acc = _byte(a, 0, SIGNED) * _byte(b, 0, True)
-        for i in tl.static_range(1, 4):
-            acc += _byte(a, i, SIGNED) * _byte(b, i, True)
-    elif SIGNED:
-        acc = tl.inline_asm_elementwise("dp4a.s32.s32 $0, $1, $2, 0;", "=r,r,r", [a, b],
-                                        dtype=tl.int32, is_pure=True, pack=1)  # fmt: skip
-    else:
-        acc = tl.inline_asm_elementwise("dp4a.u32.s32 $0, $1, $2, 0;", "=r,r,r", [a, b],
-                                        dtype=tl.int32, is_pure=True, pack=1)  # fmt: skip
-    return acc
-
-
-@triton.jit
 def ld(ptr, mask):
     return tl.load(ptr, mask=mask, other=0)
 
@@ -103,13 +86,6 @@ def _word_dot(BYTES: tl.constexpr, acc, wd, e, xl, xh, EMU: tl.constexpr):
 
 
 @triton.jit
-def _word_dot0(BYTES: tl.constexpr, wd, e, xl, xh, EMU: tl.constexpr):
-    """_word_dot from a zero accumulator."""
-    lo, hi = BYTES(wd, e)
-    return dp4a(dp4a0(lo, xl, EMU), hi, xh, EMU)
-
-
-@triton.jit
 def nibble_sums(BYTES: tl.constexpr, words, extra, xw, g, gmask, EMU: tl.constexpr,
                 HALVES: tl.constexpr):  # fmt: skip
     """Integer dot products [NG, BN] of 4-bit words [NG, BN, 4] (with extra bits) and the "w4"
@@ -117,21 +93,22 @@ def nibble_sums(BYTES: tl.constexpr, words, extra, xw, g, gmask, EMU: tl.constex
     word, S1: 16..31), else (S, 0). BYTES(word, extra) -> (lo, hi): the format's fields 2 j
     and 2 j + 1 as unsigned bytes j."""
     w0, w1, w2, w3 = split4(words)
+    s = tl.zeros(w0.shape, dtype=tl.int32)
+    s1 = s
     e0, e1, e2, e3 = split4(extra)
     l0, l1, l2, l3 = act_words(xw, g, gmask, 0, 8)  # low nibbles' activations
     h0, h1, h2, h3 = act_words(xw, g, gmask, 4, 8)  # high nibbles'
     if HALVES:
-        s = _word_dot0(BYTES, w0, e0, l0 & 0xFFFF, h0 & 0xFFFF, EMU)
+        s = _word_dot(BYTES, s, w0, e0, l0 & 0xFFFF, h0 & 0xFFFF, EMU)
         s = _word_dot(BYTES, s, w1, e1, l1 & 0xFFFF, h1 & 0xFFFF, EMU)
         s = _word_dot(BYTES, s, w2, e2, l2 & 0xFFFF, h2 & 0xFFFF, EMU)
         s = _word_dot(BYTES, s, w3, e3, l3 & 0xFFFF, h3 & 0xFFFF, EMU)
-        s1 = _word_dot0(BYTES, w0, e0, l0 & -65536, h0 & -65536, EMU)
+        s1 = _word_dot(BYTES, s1, w0, e0, l0 & -65536, h0 & -65536, EMU)
         s1 = _word_dot(BYTES, s1, w1, e1, l1 & -65536, h1 & -65536, EMU)
         s1 = _word_dot(BYTES, s1, w2, e2, l2 & -65536, h2 & -65536, EMU)
         s1 = _word_dot(BYTES, s1, w3, e3, l3 & -65536, h3 & -65536, EMU)
     else:
-        s = _word_dot0(BYTES, w0, e0, l0, h0, EMU)
-        s1 = tl.zeros(w0.shape, dtype=tl.int32)
+        s = _word_dot(BYTES, s, w0, e0, l0, h0, EMU)
         s = _word_dot(BYTES, s, w1, e1, l1, h1, EMU)
         s = _word_dot(BYTES, s, w2, e2, l2, h2, EMU)
         s = _word_dot(BYTES, s, w3, e3, l3, h3, EMU)

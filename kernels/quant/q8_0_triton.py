@@ -44,8 +44,9 @@ def dp4a_group(acc, words, extra, s0, m0, s1, m1, xw, xs, g, gmask, EMU: tl.cons
     """Signed bytes ("w8" activations): d dx S; one activation group (and scale) per two
     weight groups."""
     w0, w1, w2, w3 = split4(words)
+    s = tl.zeros(w0.shape, dtype=tl.int32)
     a0, a1, a2, a3 = dq.act_words(xw, g, gmask, 0, 4)
-    s = dq.dp4a0(w0, a0, EMU, True)
+    s = dq.dp4a(s, w0, a0, EMU, True)
     s = dq.dp4a(s, w1, a1, EMU, True)
     s = dq.dp4a(s, w2, a2, EMU, True)
     s = dq.dp4a(s, w3, a3, EMU, True)
