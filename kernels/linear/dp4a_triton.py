@@ -331,10 +331,16 @@ def format_constexprs(fmt: str, suffix: str = "") -> dict[str, object]:
     return {"LOAD" + suffix: hooks.dp4a_load, "GROUP" + suffix: hooks.dp4a_group}
 
 
+def even_steps(ng: int, *groups: int) -> bool:
+    """The EVEN constexpr: K steps of ng groups cover every weight's groups exactly (the
+    one-row loop's loads then need no masks)."""
+    return all(g % ng == 0 for g in groups)
+
+
 def kernel_constexprs(fmt: str, bn: int, ng: int, groups: int, rb: int, atomic: bool,
                       has_bias: bool, emu: bool) -> dict[str, object]:  # fmt: skip
     """The constexpr arguments of `_dp4a_kernel` for one launch over `groups` groups."""
-    return dict(**format_constexprs(fmt), BN=bn, NG=ng, RB=rb, EVEN=groups % ng == 0,
+    return dict(**format_constexprs(fmt), BN=bn, NG=ng, RB=rb, EVEN=even_steps(ng, groups),
                 ATOMIC=atomic, HAS_BIAS=has_bias, EMU=emu)  # fmt: skip
 
 
@@ -419,7 +425,7 @@ def dp4a_rope_launch(
         slot_mapping, k_cache, v_cache, groups(fa), groups(fb), na // 2, head0, k // 4,
         xs.stride(0), out.stride(0), cos_sin.stride(0), *k_cache.stride()[:3], n_q_heads,
         n_kv_heads, **format_constexprs(fa, "_A"), **format_constexprs(fb, "_B"),
-        NG=ng, EVEN=groups(fa) % ng == 0 and groups(fb) % ng == 0, HEAD_DIM=head_dim,
+        NG=ng, EVEN=even_steps(ng, groups(fa), groups(fb)), HEAD_DIM=head_dim,
         BLOCK_SIZE=k_cache.shape[2], INTERLEAVED=bool(interleaved), HAS_BIAS=bias is not None,
         EMU=_emu(), num_warps=2, num_stages=1, **pdl_args(xq.device),
     )  # fmt: skip
