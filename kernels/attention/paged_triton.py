@@ -37,6 +37,11 @@ LONG_WAVES = 4
 # llama3-8b fp16 18.8 -> 13.9 / 20.1 -> 18.6 us, int8 24.4 -> 14.7 / 26.5 -> 20.7; llama2-7b
 # fp16 24.1 -> 16.1 / 33.7 -> 28.7, int8 32.1 -> 16.8 / 44.9 -> 27.6; unchanged from 8,192 on
 DECODE_LIVE_PARTS = 16
+# the in-kernel merge of a decode split reads this many partitions' outputs per round trip, at
+# most (its [parts, rows, D] tile within MERGE_REGS fp32 registers per thread): 33 partitions
+# one after the other were 33 dependent L2 round trips on the last program's tail
+MERGE_MAX_PARTS = 16
+MERGE_REGS = 32
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,8 @@ class Plan:
     part_len: int  # KV tokens per partition
     num_warps: int
     live_parts: int = 1  # decode: at least this many partitions hold the live context
+    merge_rows: int = 1  # decode split: the rows of a tile that can hold queries (power of 2)
+    merge_parts: int = 1  # decode split: partitions the merge reads per round trip
 
 
 def target_programs(props: DeviceProps) -> int:
@@ -133,7 +140,15 @@ def plan_launch(
     # not min(16, parts), keeps the compiled variants to two)
     few = max_q_len <= DECODE_MAX_Q and 2 * batch * n_kv * m_blocks <= target_programs
     live = DECODE_LIVE_PARTS if few else 1
-    return Plan(block_m, block_n, m_blocks, parts, part_len, warps, live)
+    rows = triton.next_power_of_2(min(max_q_len, tok) * group)
+    per_part = rows * d_pad  # fp32 of one partition's output tile
+    merge = min(MERGE_MAX_PARTS, triton.next_power_of_2(parts),
+                _pow2_floor(max(MERGE_REGS * 32 * warps // per_part, 1)))  # fmt: skip
+    return Plan(block_m, block_n, m_blocks, parts, part_len, warps, live, rows, merge)
+
+
+def _pow2_floor(n: int) -> int:
+    return 1 << (n.bit_length() - 1)
 
 
 def _check_layout(
@@ -212,6 +227,7 @@ def run_paged_attention(
         SPLIT=split, IEEE=q.dtype == torch.float32, MERGE=merge,
         OUT_QUANT=code if merge else 0, num_warps=plan.num_warps, num_stages=num_stages, **pdl,
         LIVE_PARTS=(live_parts or plan.live_parts) if merge else 1,
+        MERGE_ROWS=plan.merge_rows if merge else 1, MERGE_PARTS=plan.merge_parts if merge else 1,
     )  # fmt: skip
     if split and not merge:
         _merge_kernel[(t, hq)](

@@ -130,6 +130,8 @@ def _attn_kernel(
     OUT_QUANT: tl.constexpr = 0,
     PDL: tl.constexpr = False,
     LIVE_PARTS: tl.constexpr = 1,
+    MERGE_ROWS: tl.constexpr = 1,
+    MERGE_PARTS: tl.constexpr = 1,
 ):
     # the step's inputs (cu_seqlens, seq_lens, the block table of the first KV tile: uploaded
     # before its first kernel) are read before the PDL wait; q and the KV cache (with this
@@ -239,22 +241,21 @@ def _attn_kernel(
                 tl.debug_barrier()
                 cnt = CNT + tl.program_id(1) * tl.num_programs(0) + tl.program_id(0)
                 if tl.atomic_add(cnt, 1, sem="acq_rel", scope="gpu") == n_act - 1:
-                    out = _merge_parts(
-                        OUT_P,
-                        LSE_P,
-                        tok * stride_pt + head * stride_ph,
-                        d,
-                        rows,
-                        omask,
-                        n_act,
-                        stride_pp,
-                        HEAD_DIM,
-                        BLOCK_M,
-                        D_PAD,
-                    )
-                    _store_out(out, OUT, XQ, XS, tok, head, d, rows, omask, stride_ot,
+                    # the merge takes the tile's first MERGE_ROWS rows (those that can hold
+                    # queries) and MERGE_PARTS partitions per round trip
+                    mm = tl.arange(0, MERGE_ROWS)
+                    mqi = tl.program_id(0) * TOK + mm // G
+                    mhead = h * G + mm % G
+                    mrows = (mm < TOK * G) & (mqi < q_len)
+                    mtok = (q_start + mqi).to(tl.int64)
+                    momask = mrows[:, None] & dmask[None, :]
+                    out = _merge_parts(OUT_P, LSE_P, mtok * stride_pt + mhead * stride_ph, d,
+                                       mrows, n_act, stride_pp, HEAD_DIM, MERGE_PARTS)  # fmt: skip
+                    _store_out(out, OUT, XQ, XS, mtok, mhead, d, mrows, momask, stride_ot,
                                stride_oh, G * n_kv_heads, HEAD_DIM, OUT_QUANT)  # fmt: skip
-                    tl.atomic_xchg(cnt, 0)  # zero for the next launch (and graph replay)
+                    # zero for the next launch (and graph replay): relaxed, no fence on the
+                    # tail (the launch boundary orders it before the next increments)
+                    tl.atomic_xchg(cnt, 0, sem="relaxed")
     elif SPLIT:
         pbase = tok * stride_pt + head * stride_ph + p * stride_pp  # [BLOCK_M]
         tl.store(OUT_P + pbase[:, None] * HEAD_DIM + d[None, :], o, mask=omask)
@@ -266,24 +267,32 @@ def _attn_kernel(
 
 
 @triton.jit
-def _merge_parts(OUT_P, LSE_P, base, d, rows, omask, n_parts, stride_pp, HEAD_DIM: tl.constexpr,
-                 BLOCK_M: tl.constexpr, D_PAD: tl.constexpr):  # fmt: skip
-    """Log-sum-exp merge of partitions 0..n_parts-1 of rows `base` [BLOCK_M] (read past L1:
-    other programs wrote them)."""
-    mx = tl.full([BLOCK_M], float("-inf"), tl.float32)
-    den = tl.zeros([BLOCK_M], tl.float32)
-    acc = tl.zeros([BLOCK_M, D_PAD], tl.float32)
-    for q in range(n_parts):
-        lse = tl.load(LSE_P + base + q * stride_pp, mask=rows, other=float("-inf"),
-                      cache_modifier=".cg")  # fmt: skip
-        o = tl.load(OUT_P + (base + q * stride_pp)[:, None] * HEAD_DIM + d[None, :], mask=omask,
-                    other=0.0, cache_modifier=".cg")  # fmt: skip
-        m_new = tl.maximum(mx, lse)
+def _merge_parts(OUT_P, LSE_P, base, d, rows, n_parts, stride_pp, HEAD_DIM: tl.constexpr,
+                 PC: tl.constexpr):  # fmt: skip
+    """Log-sum-exp merge [R, D_PAD] of partitions 0..n_parts-1 of rows `base` [R] (read past
+    L1: other programs wrote them), PC partitions per step: their loads are issued together,
+    so n_parts partitions cost cdiv(n_parts, PC) dependent round trips, not n_parts."""
+    pc = tl.arange(0, PC)
+    mx = tl.full(base.shape, float("-inf"), tl.float32)  # [R]
+    den = tl.zeros(base.shape, tl.float32)
+    acc = tl.zeros([base.shape[0], d.shape[0]], tl.float32)  # [R, D_PAD]
+    dmask = d < HEAD_DIM
+    for p0 in range(0, n_parts, PC):
+        pm = (p0 + pc < n_parts)[:, None] & rows[None, :]  # [PC, R]
+        pb = base[None, :] + (p0 + pc)[:, None] * stride_pp  # [PC, R]
+        lse = tl.load(LSE_P + pb, mask=pm, other=float("-inf"), cache_modifier=".cg")
+        o = tl.load(
+            OUT_P + pb[:, :, None] * HEAD_DIM + d[None, None, :],
+            mask=pm[:, :, None] & dmask[None, None, :],
+            other=0.0,
+            cache_modifier=".cg",
+        )  # fmt: skip  [PC, R, D_PAD]
+        m_new = tl.maximum(mx, tl.max(lse, axis=0))
         m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
         a = tl.exp2(mx - m_safe)
-        w = tl.exp2(lse - m_safe)
-        den = den * a + w
-        acc = acc * a[:, None] + w[:, None] * o
+        w = tl.exp2(lse - m_safe[None, :])  # [PC, R]; 0 for partitions without keys
+        den = den * a + tl.sum(w, axis=0)
+        acc = acc * a[:, None] + tl.sum(w[:, :, None] * o, axis=0)
         mx = m_new
     return acc / tl.maximum(den, 1e-30)[:, None]
 
