@@ -5,24 +5,28 @@ a long window (the engine's graphs: `--window`). One line per (model, KV type, c
 rows). Run it once per package version in the same call to A/B a kernel change
 (`PYTHONPATH` picks the version).
 
-Usage: python3 scripts/ab_attention.py [--seqs 129,1024,4161,16513] [--q 1,5] [--tag new]
+Usage: python3 scripts/ab_attention.py [--seqs 129,1024,4161,16513] [--q 1,5] [--parts 8,16]
+    [--variants s1,s3,n32,n128] [--models llama3-8b,llama2-7b] [--kv fp16,int8] [--tag new]
 Appends JSON lines to $OUT/ab_attention.jsonl.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
+import re
 import sys
 
 import torch
+import triton
 from triton.testing import do_bench_cudagraph
 
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_attention import paged_inputs  # noqa: E402
 
-from localllm.kernels.attention.paged_triton import run_paged_attention  # noqa: E402
+from localllm.kernels.attention import paged_triton as pt  # noqa: E402
 
 MODELS = {"llama3-8b": (32, 8), "llama2-7b": (32, 32)}
 KV = {"fp16": torch.float16, "int8": torch.int8}
@@ -35,9 +39,23 @@ def kv_token_bytes(hkv: int, d: int, kv: torch.dtype) -> int:
     return 2 * hkv * (d * kv.itemsize + (4 if quant else 0))
 
 
-def time_case(hq: int, hkv: int, kv: torch.dtype, seq: int, q_len: int, window: int) -> dict:
+def _with_tiles(block_n: int):  # noqa: ANN202
+    """`plan_launch` with BLOCK_N forced (partition lengths rounded up to it)."""
+    plan = pt.plan_launch
+
+    def planned(batch: int, n_kv: int, *args, **kwargs) -> pt.Plan:  # noqa: ANN002, ANN003
+        p = plan(batch, n_kv, *args, **kwargs)
+        part_len = min(triton.cdiv(p.part_len, block_n) * block_n, 2**30)
+        return dataclasses.replace(p, block_n=block_n, part_len=part_len)
+
+    return planned
+
+
+def time_case(hq: int, hkv: int, kv: torch.dtype, seq: int, q_len: int, window: int,
+              parts: list[int], variants: list[str]) -> dict:  # fmt: skip
     """us per launch and GB/s of KV read, the plan made for the live context and for the
-    window."""
+    window, the live context over each forced number of KV partitions in `parts`, and the live
+    plan with each of `variants` ("s3": 3 pipeline stages, "n32": 32-token KV tiles, "n128s1": both kinds)."""
     one = kv_token_bytes(hkv, 128, kv) * seq  # one sequence's KV
     copies = max(2, min(256, COLD_BYTES // one))
     q, kc, vc, ks, vs, tables, _, lens, _, _, scale = paged_inputs(copies, seq, q_len, hq, hkv,
@@ -45,14 +63,25 @@ def time_case(hq: int, hkv: int, kv: torch.dtype, seq: int, q_len: int, window: 
     cu = torch.tensor([0, q_len], device="cuda", dtype=torch.int32)
     quant = "w4" if q_len == 1 else None  # one token: the int8 form for the O projection too
     rec = {}
-    for plan, plan_len in (("live", seq), ("window", max(window, seq))):
+    cases = [("live", seq, None, ""), ("window", max(window, seq), None, "")]
+    cases += [(f"p{p}", seq, p, "") for p in parts] + [(v, seq, None, v) for v in variants]
+    for plan, plan_len, forced, variant in cases:
+        knobs = dict(re.findall(r"([sn])(\d+)", variant))  # "n128s1": 128-token tiles, 1 stage
+        stages = int(knobs["s"]) if "s" in knobs else None
 
-        def run(plan_len: int = plan_len) -> None:
+        def run(plan_len: int = plan_len, forced: int | None = forced, st=stages) -> None:
             for i in range(copies):
-                run_paged_attention(q[:q_len], kc, vc, ks, vs, tables[i : i + 1], cu, lens[:1],
-                                    q_len, plan_len, scale, quant=quant)  # fmt: skip
+                pt.run_paged_attention(q[:q_len], kc, vc, ks, vs, tables[i : i + 1], cu,
+                                       lens[:1], q_len, plan_len, scale, quant=quant,
+                                       parts=forced, num_stages=st)  # fmt: skip
 
-        us = do_bench_cudagraph(run, rep=30) * 1e3 / copies
+        saved = pt.plan_launch
+        if "n" in knobs:
+            pt.plan_launch = _with_tiles(int(knobs["n"]))
+        try:
+            us = do_bench_cudagraph(run, rep=30) * 1e3 / copies
+        finally:
+            pt.plan_launch = saved
         rec[plan + "_us"] = round(us, 2)
         rec[plan + "_gbs"] = round(one / us / 1e3)
     return rec
@@ -63,15 +92,23 @@ def main() -> None:
     ap.add_argument("--seqs", default="129,1024,4161,16513")
     ap.add_argument("--q", default="1,5")
     ap.add_argument("--window", type=int, default=16640)
+    ap.add_argument("--parts", default="", help="also force these KV partition counts")
+    ap.add_argument("--variants", default="", help="s3: 3 pipeline stages, n32: 32-token tiles")
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--kv", default=",".join(KV))
     ap.add_argument("--tag", default="")
     a = ap.parse_args()
     out = open(os.path.join(os.environ.get("OUT", "."), "ab_attention.jsonl"), "a")
-    for model, (hq, hkv) in MODELS.items():
-        for kvn, kv in KV.items():
+    parts = [int(p) for p in a.parts.split(",") if p]
+    variants = [v for v in a.variants.split(",") if v]
+    for model in a.models.split(","):
+        hq, hkv = MODELS[model]
+        for kvn in a.kv.split(","):
+            kv = KV[kvn]
             for seq in [int(s) for s in a.seqs.split(",")]:
                 for q_len in [int(q) for q in a.q.split(",")]:
                     rec = dict(tag=a.tag, model=model, kv=kvn, seq=seq, q=q_len)
-                    rec |= time_case(hq, hkv, kv, seq, q_len, a.window)
+                    rec |= time_case(hq, hkv, kv, seq, q_len, a.window, parts, variants)
                     print(json.dumps(rec), flush=True)
                     out.write(json.dumps(rec) + "\n")
                     torch.cuda.empty_cache()

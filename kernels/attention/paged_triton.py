@@ -37,10 +37,9 @@ LONG_WAVES = 4
 # llama3-8b fp16 18.8 -> 13.9 / 20.1 -> 18.6 us, int8 24.4 -> 14.7 / 26.5 -> 20.7; llama2-7b
 # fp16 24.1 -> 16.1 / 33.7 -> 28.7, int8 32.1 -> 16.8 / 44.9 -> 27.6; unchanged from 8,192 on
 DECODE_LIVE_PARTS = 16
-# the in-kernel merge of a decode split reads this many partitions' outputs per round trip, at
-# most (its [parts, rows, D] tile within MERGE_REGS fp32 registers per thread): 33 partitions
-# one after the other were 33 dependent L2 round trips on the last program's tail
-MERGE_MAX_PARTS = 16
+# the in-kernel merge of a decode split reads up to this many partitions per round trip (1, 2,
+# 4 or 8: `_merge_parts`), their [rows, D] outputs within MERGE_REGS fp32 registers per thread
+MERGE_MAX_PARTS = 8
 MERGE_REGS = 32
 
 
