@@ -163,11 +163,12 @@ def test_reference_block_size_32_and_out_param() -> None:
     assert err < 5e-3, err
 
 
-def _compare_triton(batch: Batch, scale: float, tol: float, parts: int | None = None) -> None:
+def _compare_triton(batch: Batch, scale: float, tol: float, parts: int | None = None,
+                    num_stages: int | None = None) -> None:  # fmt: skip
     from localllm.kernels.attention.paged_triton import run_paged_attention
 
     expect = REF.paged_attention(*batch.args(scale))
-    got = run_paged_attention(*batch.args(scale), parts=parts)
+    got = run_paged_attention(*batch.args(scale), parts=parts, num_stages=num_stages)
     assert got.dtype == batch.q.dtype and not torch.isnan(got).any()
     # absolute + relative: one output ulp of a large value exceeds any absolute bound
     torch.testing.assert_close(got.float(), expect.float(), atol=tol, rtol=tol)
@@ -393,3 +394,20 @@ def test_merge_plan_fits_its_register_budget() -> None:
         p = at.plan_launch(1, 32 // g, g, 128, q, 16640, 264)
         assert p.merge_parts == want, (g, q, p)
         assert p.merge_parts * p.merge_rows * 128 <= at.MERGE_REGS * 32 * p.num_warps
+
+
+@needs_triton
+@pytest.mark.parametrize("parts", [1, 2])
+@pytest.mark.parametrize("kv_dtype", [torch.float16, torch.int8])
+def test_triton_decode_prefetches_the_next_tile(kv_dtype: torch.dtype, parts: int) -> None:
+    """One pipeline stage (int8 / fp8 KV by default, float KV when forced): the decode loop
+    loads each next KV tile while the current one computes. Partitions of several tiles, a
+    tile across page boundaries, the last tile partial, verify rows."""
+    from localllm.kernels.attention.paged_triton import plan_launch
+
+    assert plan_launch(1, 2, 4, 32, 1, 300, 1, stages=1).prefetch
+    assert not plan_launch(1, 2, 4, 32, 1, 300, 1, stages=2).prefetch
+    assert not plan_launch(1, 2, 4, 32, 40, 300, 1, stages=1).prefetch  # prefill tiles
+    seqs = [(1, 300), (3, 141), (1, 5), (1, 0)]
+    batch = make_batch(seqs, 8, 2, 32, 16, kv_dtype, torch.float16, seed=21)
+    _compare_triton(batch, 0.2, ACT_TOL[torch.float16], parts=parts, num_stages=1)

@@ -54,6 +54,7 @@ class Plan:
     live_parts: int = 1  # decode: at least this many partitions hold the live context
     merge_rows: int = 1  # decode split: the rows of a tile that can hold queries (power of 2)
     merge_parts: int = 1  # decode split: partitions the merge reads per round trip
+    prefetch: bool = False  # decode with one pipeline stage: KV loaded a tile ahead in registers
 
 
 def target_programs(props: DeviceProps) -> int:
@@ -130,8 +131,11 @@ def plan_launch(
             # running streams): split the KV too, or the chunk's few row tiles each scan the
             # whole context on one SM (programs past a sequence's end exit at once)
             parts = min(triton.cdiv(target_programs, n_kv * m_blocks), most)
+    # Triton pipelines nothing at one stage (int8 / fp8 KV): the decode loop itself keeps the
+    # next tile's loads in flight
+    prefetch = stages == 1 and max_q_len <= DECODE_MAX_Q
     if parts == 1:
-        return Plan(block_m, block_n, m_blocks, 1, 2**30, warps)
+        return Plan(block_m, block_n, m_blocks, 1, 2**30, warps, prefetch=prefetch)
     part_len = triton.cdiv(triton.cdiv(max(max_seq_len, 1), parts), block_n) * block_n
     parts = triton.cdiv(max(max_seq_len, 1), part_len)
     # few sequences x heads (the long-context rule's case): spread short live contexts too
@@ -143,7 +147,7 @@ def plan_launch(
     per_part = rows * d_pad  # fp32 of one partition's output tile
     merge = min(MERGE_MAX_PARTS, triton.next_power_of_2(parts),
                 _pow2_floor(max(MERGE_REGS * 32 * warps // per_part, 1)))  # fmt: skip
-    return Plan(block_m, block_n, m_blocks, parts, part_len, warps, live, rows, merge)
+    return Plan(block_m, block_n, m_blocks, parts, part_len, warps, live, rows, merge, prefetch)
 
 
 def _pow2_floor(n: int) -> int:
@@ -227,6 +231,7 @@ def run_paged_attention(
         OUT_QUANT=code if merge else 0, num_warps=plan.num_warps, num_stages=num_stages, **pdl,
         LIVE_PARTS=(live_parts or plan.live_parts) if merge else 1,
         MERGE_ROWS=plan.merge_rows if merge else 1, MERGE_PARTS=plan.merge_parts if merge else 1,
+        PREFETCH=plan.prefetch,
     )  # fmt: skip
     if split and not merge:
         _merge_kernel[(t, hq)](

@@ -52,6 +52,20 @@ def _load_kv_tile(
 
 
 @triton.jit
+def _kv_tile(K, V, KS, VS, page, n, ok, h, stride_kb, stride_kh, stride_kt, stride_vb, stride_vh,
+             stride_vt, stride_ksb, stride_ksh, stride_vsb, stride_vsh, d, dmask,
+             BLOCK_SIZE: tl.constexpr, QUANT: tl.constexpr, DTYPE: tl.constexpr):  # fmt: skip
+    """K and V rows n [BLOCK_N] of kv head h (their pages `page`; rows `ok` only) -> (k, k
+    scales, v, v scales), k and v in DTYPE."""
+    off = n % BLOCK_SIZE
+    k, ks = _load_kv_tile(K, KS, page, off, h, stride_kb, stride_kh, stride_kt, stride_ksb,
+                          stride_ksh, d, ok, dmask, QUANT, DTYPE)  # fmt: skip
+    v, vs = _load_kv_tile(V, VS, page, off, h, stride_vb, stride_vh, stride_vt, stride_vsb,
+                          stride_vsh, d, ok, dmask, QUANT, DTYPE)  # fmt: skip
+    return k, ks, v, vs
+
+
+@triton.jit
 def _dot(a, b, IEEE: tl.constexpr):
     if IEEE:  # fp32 activations: exact fp32 products instead of tf32
         r = tl.dot(a, b, input_precision="ieee")
@@ -132,6 +146,7 @@ def _attn_kernel(
     LIVE_PARTS: tl.constexpr = 1,
     MERGE_ROWS: tl.constexpr = 1,
     MERGE_PARTS: tl.constexpr = 1,
+    PREFETCH: tl.constexpr = False,
 ):
     # the step's inputs (cu_seqlens, seq_lens, the block table of the first KV tile: uploaded
     # before its first kernel) are read before the PDL wait; q and the KV cache (with this
@@ -170,6 +185,8 @@ def _attn_kernel(
     bt = BT + b.to(tl.int64) * stride_bt
     n = lo + tl.arange(0, BLOCK_N)  # [BLOCK_N] KV positions of the first tile
     page_next = tl.load(bt + n // BLOCK_SIZE, mask=n < hi, other=0)
+    if PREFETCH:  # the loop loads KV one tile ahead: the second tile's pages too
+        page_2 = tl.load(bt + (n + BLOCK_N) // BLOCK_SIZE, mask=n + BLOCK_N < hi, other=0)
     pdl_wait(PDL)
     q = tl.load(
         Q + tok[:, None] * stride_qt + head[:, None] * stride_qh + d[None, :],
@@ -179,47 +196,36 @@ def _attn_kernel(
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, D_PAD], tl.float32)
+    if PREFETCH:  # the tile in registers, in the cache's dtype (converted when used)
+        k_r, ks_r, v_r, vs_r = _kv_tile(K, V, KS, VS, page_next.to(tl.int64), n, n < hi, h,
+                                        stride_kb, stride_kh, stride_kt, stride_vb, stride_vh,
+                                        stride_vt, stride_ksb, stride_ksh, stride_vsb,
+                                        stride_vsh, d, dmask, BLOCK_SIZE, QUANT,
+                                        K.dtype.element_ty)  # fmt: skip
+        page_next = page_2
     for n0 in range(lo, hi, BLOCK_N):
         n = n0 + tl.arange(0, BLOCK_N)  # [BLOCK_N] KV positions
         n_ok = n < hi
-        page = page_next.to(tl.int64)
         nn = n + BLOCK_N
-        page_next = tl.load(bt + nn // BLOCK_SIZE, mask=nn < hi, other=0)
-        off = n % BLOCK_SIZE
-        k, ks = _load_kv_tile(
-            K,
-            KS,
-            page,
-            off,
-            h,
-            stride_kb,
-            stride_kh,
-            stride_kt,
-            stride_ksb,
-            stride_ksh,
-            d,
-            n_ok,
-            dmask,
-            QUANT,
-            Q.dtype.element_ty,
-        )
-        v, vs = _load_kv_tile(
-            V,
-            VS,
-            page,
-            off,
-            h,
-            stride_vb,
-            stride_vh,
-            stride_vt,
-            stride_vsb,
-            stride_vsh,
-            d,
-            n_ok,
-            dmask,
-            QUANT,
-            Q.dtype.element_ty,
-        )
+        if PREFETCH:  # next tile's KV in flight while this one computes, pages a tile further
+            k_n, ks_n, v_n, vs_n = _kv_tile(K, V, KS, VS, page_next.to(tl.int64), nn, nn < hi,
+                                            h, stride_kb, stride_kh, stride_kt, stride_vb,
+                                            stride_vh, stride_vt, stride_ksb, stride_ksh,
+                                            stride_vsb, stride_vsh, d, dmask, BLOCK_SIZE,
+                                            QUANT, K.dtype.element_ty)  # fmt: skip
+            page_next = tl.load(bt + (nn + BLOCK_N) // BLOCK_SIZE, mask=nn + BLOCK_N < hi,
+                                other=0)  # fmt: skip
+            k = k_r.to(Q.dtype.element_ty)
+            v = v_r.to(Q.dtype.element_ty)
+            ks, vs = ks_r, vs_r
+            k_r, ks_r, v_r, vs_r = k_n, ks_n, v_n, vs_n
+        else:
+            page = page_next.to(tl.int64)
+            page_next = tl.load(bt + nn // BLOCK_SIZE, mask=nn < hi, other=0)
+            k, ks, v, vs = _kv_tile(K, V, KS, VS, page, n, n_ok, h, stride_kb, stride_kh,
+                                    stride_kt, stride_vb, stride_vh, stride_vt, stride_ksb,
+                                    stride_ksh, stride_vsb, stride_vsh, d, dmask, BLOCK_SIZE,
+                                    QUANT, Q.dtype.element_ty)  # fmt: skip
         visible = n_ok[None, :] & (n[None, :] <= qpos[:, None])  # [BLOCK_M, BLOCK_N]
         m_i, l_i, acc = _online_softmax_step(
             q, k, ks, v, vs, visible, m_i, l_i, acc, qk_scale, QUANT, IEEE
