@@ -400,14 +400,15 @@ def test_merge_plan_fits_its_register_budget() -> None:
 @pytest.mark.parametrize("parts", [1, 2])
 @pytest.mark.parametrize("kv_dtype", [torch.float16, torch.int8])
 def test_triton_decode_prefetches_the_next_tile(kv_dtype: torch.dtype, parts: int) -> None:
-    """One pipeline stage (int8 / fp8 KV by default, float KV when forced): the decode loop
-    loads each next KV tile while the current one computes. Partitions of several tiles, a
+    """One pipeline stage (int8 / fp8 KV by default, float KV when forced) over grouped heads:
+    the decode loop loads each next KV tile while the current one computes. Partitions of several tiles, a
     tile across page boundaries, the last tile partial, verify rows."""
     from localllm.kernels.attention.paged_triton import plan_launch
 
     assert plan_launch(1, 2, 4, 32, 1, 300, 1, stages=1).prefetch
     assert not plan_launch(1, 2, 4, 32, 1, 300, 1, stages=2).prefetch
     assert not plan_launch(1, 2, 4, 32, 40, 300, 1, stages=1).prefetch  # prefill tiles
+    assert not plan_launch(1, 8, 1, 32, 1, 300, 1, stages=1).prefetch  # MHA: measured slower
     seqs = [(1, 300), (3, 141), (1, 5), (1, 0)]
     batch = make_batch(seqs, 8, 2, 32, 16, kv_dtype, torch.float16, seed=21)
     _compare_triton(batch, 0.2, ACT_TOL[torch.float16], parts=parts, num_stages=1)

@@ -132,8 +132,10 @@ def plan_launch(
             # whole context on one SM (programs past a sequence's end exit at once)
             parts = min(triton.cdiv(target_programs, n_kv * m_blocks), most)
     # Triton pipelines nothing at one stage (int8 / fp8 KV): the decode loop itself keeps the
-    # next tile's loads in flight
-    prefetch = stages == 1 and max_q_len <= DECODE_MAX_Q
+    # next tile's loads in flight, for grouped heads (H200, cold KV, scripts/ab_attention.py:
+    # llama3-8b int8 at 16,513 tokens 36.5 -> 31.6 us, one token; MHA lost: llama2-7b int8 at
+    # 4,161 tokens 43.3 -> 49.1 us, benchmarks/session15/prefetch_h200)
+    prefetch = stages == 1 and max_q_len <= DECODE_MAX_Q and group > 1
     if parts == 1:
         return Plan(block_m, block_n, m_blocks, 1, 2**30, warps, prefetch=prefetch)
     part_len = triton.cdiv(triton.cdiv(max(max_seq_len, 1), parts), block_n) * block_n
