@@ -231,17 +231,17 @@ def test_plan_splits_short_chunks_over_long_contexts() -> None:
 
 
 def test_decode_plan_splits_long_contexts_of_few_heads() -> None:
-    """Batch 1 with 32 KV heads over 16K tokens: partitions of at most DECODE_PART_LEN tokens
+    """Batch 1 with 32 KV heads over 16K tokens: partitions of at most DECODE_PART_TILES tiles
     (the wave rule alone gave 9 of ~1,800), within LONG_WAVES waves of programs; a batch whose
     sequences x heads fill the GPU keeps the wave rule."""
     from localllm.kernels.attention.paged_triton import (
-        DECODE_PART_LEN,
+        DECODE_PART_TILES,
         LONG_WAVES,
         plan_launch,
     )
 
     p = plan_launch(1, 32, 1, 128, 1, 16640, 264)
-    assert p.part_len <= DECODE_PART_LEN and p.parts * 32 <= LONG_WAVES * 264 + 32
+    assert p.part_len <= DECODE_PART_TILES * p.block_n and p.parts * 32 <= LONG_WAVES * 264 + 32
     assert plan_launch(1, 8, 4, 128, 1, 16640, 264).parts == 33
     assert plan_launch(1, 32, 1, 128, 1, 300, 264).parts == 3  # short: MIN_PART tokens each
     assert plan_launch(64, 8, 4, 128, 1, 16640, 264).parts == 1
@@ -249,6 +249,10 @@ def test_decode_plan_splits_long_contexts_of_few_heads() -> None:
     assert plan_launch(1, 32, 1, 128, 1, 16640, 264, quantized=True).block_n == 32
     assert plan_launch(1, 8, 4, 128, 1, 16640, 264, quantized=True).block_n == 64
     assert plan_launch(1, 32, 1, 128, 2, 16640, 264, quantized=True).block_n == 64  # verify
+    # ... and partitions of at most DECODE_PART_TILES of them: llama2-7b int8 at 4,161 tokens
+    mha8 = plan_launch(1, 32, 1, 128, 1, 4161, 264, quantized=True)
+    assert (mha8.parts, mha8.part_len) == (17, 8 * 32)
+    assert plan_launch(1, 32, 1, 128, 1, 4161, 264).parts == 9  # fp16: 64-token tiles
 
 
 @needs_triton

@@ -26,10 +26,13 @@ from localllm.kernels.scratch import ZeroScratch
 
 MIN_PART = 128  # fewest KV tokens per decode partition
 # when a decode batch's sequences x KV heads fill under half the target programs, partitions
-# hold at most this many KV tokens while the launch stays within LONG_WAVES waves (H200, batch 1, scripts/sweep_long_attention.py: llama2-7b's 32
-# KV heads at 16K tokens took 9 partitions of ~1,800 tokens from the wave rule alone; 33-36
-# partitions ran int8 KV in 101 us instead of 164, fp16 in 74-80 instead of 89)
-DECODE_PART_LEN = 512
+# hold at most this many KV tiles while the launch stays within LONG_WAVES waves (H200, batch
+# 1, scripts/sweep_long_attention.py: llama2-7b's 32 KV heads at 16K tokens took 9 partitions of
+# ~1,800 tokens from the wave rule alone; 33-36 partitions ran int8 KV in 101 us instead of 164,
+# fp16 in 74-80 instead of 89). Counted in tiles, not tokens: 512 tokens of 32-token int8 MHA
+# tiles (16 per program) ran llama2-7b at 4,161 tokens in 43.3 us, 16-17 partitions in 28.4
+# (scripts/ab_attention.py --parts, benchmarks/session15/merge_v2_h200)
+DECODE_PART_TILES = 8
 LONG_WAVES = 4
 # ... and at least this many partitions hold the live context, whatever window the plan was
 # made for (a CUDA graph's is max_model_len): batch-1 decode attention in a plan for a 16,640-
@@ -122,7 +125,7 @@ def plan_launch(
             tiles = batch * n_kv * m_blocks
             parts = triton.cdiv(target_programs, tiles)
             if 2 * tiles <= target_programs:  # few sequences x heads: long contexts split finer
-                long = min(triton.cdiv(max_seq_len, DECODE_PART_LEN),
+                long = min(triton.cdiv(max_seq_len, DECODE_PART_TILES * block_n),
                            triton.cdiv(LONG_WAVES * target_programs, tiles))  # fmt: skip
                 parts = max(parts, long)
             parts = min(max(parts, 1), most)
