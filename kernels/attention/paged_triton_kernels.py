@@ -301,7 +301,8 @@ def _merge_parts(OUT_P, LSE_P, base, d, rows, n_parts, stride_pp, HEAD_DIM: tl.c
     """Log-sum-exp merge [R, D_PAD] of partitions 0..n_parts-1 of rows `base` [R]. PC (1, 2,
     4 or 8) partitions per step, their loads issued before any of them is used: n_parts
     partitions cost cdiv(n_parts, PC) dependent L2 round trips, not n_parts (one after the
-    other, they were ~0.3 us each on an H100: 10 us of a 21 us launch at 33 partitions)."""
+    other, each partition added ~0.3 us on an H100: llama3-8b at 4,161 tokens ran 21.5 us over
+    33 partitions, 31.7 us over 66)."""
     mx = tl.full(base.shape, float("-inf"), tl.float32)  # [R]
     den = tl.zeros(base.shape, tl.float32)
     acc = tl.zeros([base.shape[0], d.shape[0]], tl.float32)  # [R, D_PAD]
