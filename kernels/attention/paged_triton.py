@@ -30,8 +30,9 @@ MIN_PART = 128  # fewest KV tokens per decode partition
 # 1, scripts/sweep_long_attention.py: llama2-7b's 32 KV heads at 16K tokens took 9 partitions of
 # ~1,800 tokens from the wave rule alone; 33-36 partitions ran int8 KV in 101 us instead of 164,
 # fp16 in 74-80 instead of 89). Counted in tiles, not tokens: 512 tokens of 32-token int8 MHA
-# tiles (16 per program) ran llama2-7b at 4,161 tokens in 43.3 us, 16-17 partitions in 28.4
-# (scripts/ab_attention.py --parts, benchmarks/session15/merge_v2_h200)
+# tiles (16 per program, 9 partitions) ran llama2-7b at 4,161 tokens in 43.3 us, 16 forced
+# partitions in 28.4 (H200); the 17 of this rule 27.3 us, against 43.2 (H100;
+# scripts/ab_attention.py, benchmarks/session15/merge_v2_h200 and part_tiles_h100)
 DECODE_PART_TILES = 8
 LONG_WAVES = 4
 # ... and at least this many partitions hold the live context, whatever window the plan was
