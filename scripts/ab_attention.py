@@ -24,19 +24,13 @@ import triton
 from triton.testing import do_bench_cudagraph
 
 sys.path.insert(0, os.path.dirname(__file__))
-from bench_attention import paged_inputs  # noqa: E402
+from bench_attention import kv_token_bytes, paged_inputs  # noqa: E402
 
 from localllm.kernels.attention import paged_triton as pt  # noqa: E402
 
 MODELS = {"llama3-8b": (32, 8), "llama2-7b": (32, 32)}
 KV = {"fp16": torch.float16, "int8": torch.int8}
 COLD_BYTES = 256 << 20  # KV copies cycled per replay: several times an H200's 50 MB L2
-
-
-def kv_token_bytes(hkv: int, d: int, kv: torch.dtype) -> int:
-    """K and V of one token over all KV heads (+ their fp32 scales for int8)."""
-    quant = kv == torch.int8
-    return 2 * hkv * (d * kv.itemsize + (4 if quant else 0))
 
 
 def _with_plan(block_n: int | None, warps: int | None):  # noqa: ANN202

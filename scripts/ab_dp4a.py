@@ -17,13 +17,11 @@ import torch
 from triton.testing import do_bench_cudagraph
 
 sys.path.insert(0, os.path.dirname(__file__))
-from bench_qlinear import cold_planes  # noqa: E402
+from bench_qlinear import cold_planes, dispatch_inputs  # noqa: E402
 from sweep_dp4a import SHAPES  # noqa: E402
 
 from localllm.kernels.device import device_props  # noqa: E402
-from localllm.kernels.fused.quant_act_triton import quant_act_triton  # noqa: E402
 from localllm.kernels.linear import dp4a_triton as dp  # noqa: E402
-from localllm.kernels.quant import kernel_facts  # noqa: E402
 
 
 def main() -> None:
@@ -39,9 +37,7 @@ def main() -> None:
         w, sets = cold_planes(fmt, n, k)
         copies = len(sets)
         for t in [int(r) for r in a.rows.split(",")]:
-            x = torch.randn(t, k, device="cuda").half()
-            xq, xs = quant_act_triton(x, kernel_facts(fmt).act_layout)
-            cfg = dp.dp4a_config(fmt, n, k, sms, t)
+            xq, xs, cfg = dispatch_inputs(fmt, n, k, t, sms)
 
             def run(xq=xq, xs=xs, cfg=cfg, fmt=fmt, n=n, sets=sets) -> None:
                 for ps in sets:

@@ -38,11 +38,15 @@ def paged_inputs(
     return (q, cache, v_cache, *scales, tables, cu, lens, q_len, seq, d**-0.5)
 
 
+def kv_token_bytes(hkv: int, d: int, kv: torch.dtype) -> int:
+    """K and V of one token over all KV heads, with their fp32 scales for int8 / fp8."""
+    scales = 4 if kv in (torch.int8, torch.float8_e4m3fn) else 0
+    return 2 * hkv * (d * kv.itemsize + scales)
+
+
 def kv_bytes(args: tuple) -> int:
-    _, k, _, ks, _, _, _, lens, _, seq, _ = args
-    per_token = 2 * k.shape[1] * k.shape[3] * k.element_size()  # K and V
-    per_token += 2 * k.shape[1] * 4 if ks is not None else 0
-    return per_token * seq * lens.shape[0]
+    _, k, _, _, _, _, _, lens, _, seq, _ = args
+    return kv_token_bytes(k.shape[1], k.shape[3], k.dtype) * seq * lens.shape[0]
 
 
 def time_ms(fn) -> float:

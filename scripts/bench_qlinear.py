@@ -72,6 +72,18 @@ def cold_planes(fmt: str, n: int, k: int) -> tuple[QuantWeight, list[list[torch.
     return w, [[w.tensors[p].clone() for p in kernel_facts(fmt).planes] for _ in range(copies)]
 
 
+def dispatch_inputs(fmt: str, n: int, k: int, rows: int, sms: int):  # noqa: ANN201
+    """(xq, xs, cfg): `rows` random activation rows quantized to the format's int8 layout, and
+    the dp4a config the dispatch picks for them on a GPU of `sms` SMs."""
+    from localllm.kernels.fused.quant_act_triton import quant_act_triton
+    from localllm.kernels.linear import dp4a_triton
+    from localllm.kernels.quant import kernel_facts
+
+    x = torch.randn(rows, k, device="cuda").half()
+    xq, xs = quant_act_triton(x, kernel_facts(fmt).act_layout)
+    return xq, xs, dp4a_triton.dp4a_config(fmt, n, k, sms, rows)
+
+
 def _sweep_config(cfg: tuple[int, ...], fmt: str, n: int, k: int) -> QLinearConfig:
     mode, bm, bn, ng, warps = cfg
     group = group_size(fmt)
