@@ -351,8 +351,8 @@ def test_triton_decode_merges_in_kernel() -> None:
     for parts in (4, 4, 2):  # 2: the grid, not a quarter of the context, sets the length
         _compare_triton(batch, 0.2, ACT_TOL[torch.float16], parts=parts)
     assert all(int(c.abs().sum()) == 0 for c in at._COUNTERS.buffers())
-    # a plan made for a long window (a CUDA graph's) over short live contexts: the floor on
-    # the partitions that hold them (DECODE_LIVE_PARTS) spreads 300 keys over 5 of 16, not 3
+    # a plan made for a long window (a CUDA graph's) over short live contexts: the kernel
+    # spreads them over the partitions the planner would plan for them (forced here)
     args = list(batch.args(0.2))
     args[9] = 4096  # max_seq_len: the window the plan is for
     expect = REF.paged_attention(*batch.args(0.2))
@@ -361,8 +361,9 @@ def test_triton_decode_merges_in_kernel() -> None:
         tol = ACT_TOL[torch.float16]
         torch.testing.assert_close(got.float(), expect.float(), atol=tol, rtol=tol)
     plan = at.plan_launch(1, 8, 4, 128, 1, 16640, 264)  # llama3-8b, batch 1, H200-sized
-    assert (plan.parts, plan.part_len, plan.live_parts) == (33, 512, at.DECODE_LIVE_PARTS)
-    assert at.plan_launch(64, 8, 4, 128, 1, 16640, 264).live_parts == 1  # many tiles: none
+    assert (plan.parts, plan.part_len, plan.live_parts, plan.live_cap) == (33, 512, 33, 132)
+    many = at.plan_launch(64, 8, 4, 128, 1, 16640, 264)  # many tiles: the whole grid
+    assert many.parts == 1 and (many.live_parts, many.live_cap) == (1, 1)
     one = make_batch([(1, 300)], 8, 2, 32, 16, torch.float16, torch.float16, seed=12)
     got = at.run_paged_attention(*one.args(0.2), parts=4, quant="w4")
     assert isinstance(got, QAct)
@@ -416,3 +417,20 @@ def test_triton_decode_prefetches_the_next_tile(kv_dtype: torch.dtype, parts: in
     seqs = [(1, 300), (3, 141), (1, 5), (1, 0)]
     batch = make_batch(seqs, 8, 2, 32, 16, kv_dtype, torch.float16, seed=21)
     _compare_triton(batch, 0.2, ACT_TOL[torch.float16], parts=parts, num_stages=1)
+
+
+def test_live_context_gets_the_partitions_of_its_own_plan() -> None:
+    """A decode graph's plan is for its whole window; the kernel spreads the live context over
+    what `plan_launch` plans for that context (waves over sequences x heads, the tile cap;
+    one KV tile at least each), within the grid."""
+    from localllm.kernels.attention.paged_triton import live_partitions, plan_launch
+
+    llama3 = plan_launch(1, 8, 4, 128, 1, 16640, 264)  # grid: 33 partitions
+    assert [live_partitions(s, llama3, 33) for s in (129, 1024, 4161, 16513)] == [3, 16, 33, 33]
+    llama2 = plan_launch(1, 32, 1, 128, 1, 16640, 264)
+    assert [live_partitions(s, llama2, llama2.parts) for s in (1024, 4161)] == [8, 9]
+    int8 = plan_launch(1, 32, 1, 128, 1, 16640, 264, quantized=True)  # 32-token tiles
+    assert live_partitions(4161, int8, int8.parts) == 17
+    for seq in (1024, 4161):  # the live context's own plan, where it fits the window's grid
+        own = plan_launch(1, 8, 4, 128, 1, seq, 264)
+        assert live_partitions(seq, llama3, 33) >= own.parts

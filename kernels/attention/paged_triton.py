@@ -35,12 +35,11 @@ MIN_PART = 128  # fewest KV tokens per decode partition
 # scripts/ab_attention.py, benchmarks/session15/merge_v2_h200 and part_tiles_h100)
 DECODE_PART_TILES = 8
 LONG_WAVES = 4
-# ... and at least this many partitions hold the live context, whatever window the plan was
-# made for (a CUDA graph's is max_model_len): batch-1 decode attention in a plan for a 16,640-
-# token window at 2,048 / 4,096 live tokens (H200, scripts/sweep_decode_parts.py, session 10):
-# llama3-8b fp16 18.8 -> 13.9 / 20.1 -> 18.6 us, int8 24.4 -> 14.7 / 26.5 -> 20.7; llama2-7b
-# fp16 24.1 -> 16.1 / 33.7 -> 28.7, int8 32.1 -> 16.8 / 44.9 -> 27.6; unchanged from 8,192 on
-DECODE_LIVE_PARTS = 16
+# ... and the kernel spreads the live context (a CUDA graph's plan is for its whole window) over
+# the partitions this rule would plan for it: the wave rule over sequences x heads, the tile cap
+# for long ones (one tile at least each). Session 10 floored it at 16 partitions; with the merge
+# reading 8 partitions per round trip, 33 ran llama3-8b at 4,161 tokens in 13.1 us (fp16) and
+# 14.0 (int8) where the floor's 14 took 15.7 and 22.4 (H200, benchmarks/session15/merge_v2_h200)
 # the in-kernel merge of a decode split reads up to this many partitions per round trip (1, 2,
 # 4 or 8: `_merge_parts`), their [rows, D] outputs within MERGE_REGS fp32 registers per thread
 MERGE_MAX_PARTS = 8
@@ -55,7 +54,8 @@ class Plan:
     parts: int  # KV partitions per sequence (> 1: split-KV + merge)
     part_len: int  # KV tokens per partition
     num_warps: int
-    live_parts: int = 1  # decode: at least this many partitions hold the live context
+    live_parts: int = 1  # decode: the wave rule's partitions for any live context ...
+    live_cap: int = 1  # ... and at most this many from the tile cap (long live contexts)
     merge_rows: int = 1  # decode split: the rows of a tile that can hold queries (power of 2)
     merge_parts: int = 1  # decode split: partitions the merge reads per round trip
     prefetch: bool = False  # decode with one pipeline stage: KV loaded a tile ahead in registers
@@ -144,16 +144,35 @@ def plan_launch(
         return Plan(block_m, block_n, m_blocks, 1, 2**30, warps, prefetch=prefetch)
     part_len = triton.cdiv(triton.cdiv(max(max_seq_len, 1), parts), block_n) * block_n
     parts = triton.cdiv(max(max_seq_len, 1), part_len)
-    # few sequences x heads (the long-context rule's case): spread short live contexts too
-    # (with fewer partitions than that in the grid, the kernel fills all of them; one value,
-    # not min(16, parts), keeps the compiled variants to two)
-    few = max_q_len <= DECODE_MAX_Q and 2 * batch * n_kv * m_blocks <= target_programs
-    live = DECODE_LIVE_PARTS if few else 1
+    # the live context's partitions (`live_partitions`, in the kernel): the rule above for it
+    tiles = batch * n_kv * m_blocks
+    wave = max(triton.cdiv(target_programs, tiles), 1)
+    few = max_q_len <= DECODE_MAX_Q and 2 * tiles <= target_programs
+    cap = max(triton.cdiv(LONG_WAVES * target_programs, tiles), wave) if few else wave
     rows = triton.next_power_of_2(min(max_q_len, tok) * group)
     per_part = rows * d_pad  # fp32 of one partition's output tile
     merge = min(MERGE_MAX_PARTS, triton.next_power_of_2(parts),
                 _pow2_floor(max(MERGE_REGS * 32 * warps // per_part, 1)))  # fmt: skip
-    return Plan(block_m, block_n, m_blocks, parts, part_len, warps, live, rows, merge, prefetch)
+    return Plan(
+        block_m, block_n, m_blocks, parts, part_len, warps, wave, cap, rows, merge, prefetch
+    )
+
+
+def live_partitions(seq_len: int, plan: Plan, grid_parts: int) -> int:
+    """How many partitions of a decode launch over `grid_parts` hold keys of a `seq_len`-token
+    context (what `_attn_kernel` computes with MERGE): the plan's length, shortened to spread
+    the context over what `plan_launch` would plan for it, a quarter of it at most, and one
+    KV tile at least."""
+    bn = plan.block_n
+
+    def tiles_of(n: int) -> int:
+        return max(triton.cdiv(n, bn), 1) * bn
+
+    want = max(plan.live_parts, min(triton.cdiv(seq_len, DECODE_PART_TILES * bn), plan.live_cap))
+    least = triton.cdiv(triton.cdiv(seq_len, grid_parts), bn) * bn
+    part_len = max(min(tiles_of(triton.cdiv(seq_len, 4)), plan.part_len,
+                       tiles_of(triton.cdiv(seq_len, want))), least)  # fmt: skip
+    return max(triton.cdiv(seq_len, part_len), 1)
 
 
 def _pow2_floor(n: int) -> int:
@@ -196,7 +215,7 @@ def run_paged_attention(
     combines them (one partition writes the output directly); longer chunks over a split KV
     take the separate merge kernel with the planned partition length. `props`: the GPU the
     plan is for (default: q's device; the interpreter plans one partition). `live_parts`
-    forces the plan's floor on the partitions of a decode's live context (tests)."""
+    forces how many partitions a decode's live context is spread over (tests)."""
     check_attention_args(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens)
     _check_layout(q, k_cache, v_cache, k_scale, v_scale, block_tables)
     kv_quant = is_quantized(k_cache.dtype)
@@ -235,7 +254,8 @@ def run_paged_attention(
         BLOCK_N=plan.block_n, HEAD_DIM=d, D_PAD=d_pad, BLOCK_SIZE=bs, QUANT=kv_quant,
         SPLIT=split, IEEE=q.dtype == torch.float32, MERGE=merge,
         OUT_QUANT=code if merge else 0, num_warps=plan.num_warps, num_stages=num_stages, **pdl,
-        LIVE_PARTS=(live_parts or plan.live_parts) if merge else 1,
+        live_parts=live_parts or plan.live_parts, live_cap=live_parts or plan.live_cap,
+        live_len=DECODE_PART_TILES * plan.block_n,
         MERGE_ROWS=plan.merge_rows if merge else 1, MERGE_PARTS=plan.merge_parts if merge else 1,
         PREFETCH=plan.prefetch,
     )  # fmt: skip

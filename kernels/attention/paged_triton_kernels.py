@@ -143,7 +143,9 @@ def _attn_kernel(
     MERGE: tl.constexpr = False,
     OUT_QUANT: tl.constexpr = 0,
     PDL: tl.constexpr = False,
-    LIVE_PARTS: tl.constexpr = 1,
+    live_parts=1,
+    live_cap=1,
+    live_len=1 << 30,
     MERGE_ROWS: tl.constexpr = 1,
     MERGE_PARTS: tl.constexpr = 1,
     PREFETCH: tl.constexpr = False,
@@ -168,13 +170,14 @@ def _attn_kernel(
     tok = (q_start + qi).to(tl.int64)
     qpos = seq_len - q_len + qi  # [BLOCK_M] absolute position of each query row
     if MERGE:  # decode: partitions sized to the live context, not to the longest one a CUDA
-        # graph may see: a quarter of it (>= one KV tile) up to the planned length, and never
-        # fewer than the grid needs (H200, batch 1, 8B heads: 129 tokens 7.4 vs 8.1 us, 256
-        # tokens 7.8 vs 9.8 us; all 16 partitions of 64 at 1,024 tokens were slower: 13.2 vs 11.7)
-        # LIVE_PARTS > 1: at least that many partitions hold the live context (the plan's
-        # length, made for the graph's whole window, left most SMs idle at 2-8K tokens)
+        # graph may see (`paged_triton.live_partitions`): a quarter of it (>= one KV tile) up
+        # to the planned length, spread over what the planner would plan for it (live_parts
+        # from the wave rule, up to live_cap of live_len tokens each for long contexts), and
+        # never fewer than the grid needs (H200, batch 1, 8B heads: 129 tokens 7.4 vs 8.1 us,
+        # 256 tokens 7.8 vs 9.8 us)
         quarter = tl.maximum(tl.cdiv(tl.cdiv(seq_len, 4), BLOCK_N), 1) * BLOCK_N
-        spread = tl.maximum(tl.cdiv(tl.cdiv(seq_len, LIVE_PARTS), BLOCK_N), 1) * BLOCK_N
+        want = tl.maximum(live_parts, tl.minimum(tl.cdiv(seq_len, live_len), live_cap))
+        spread = tl.maximum(tl.cdiv(tl.cdiv(seq_len, want), BLOCK_N), 1) * BLOCK_N
         least = tl.cdiv(tl.cdiv(seq_len, tl.num_programs(2)), BLOCK_N) * BLOCK_N
         part_len = tl.maximum(tl.minimum(tl.minimum(quarter, part_len), spread), least)
     lo = p * part_len
