@@ -45,6 +45,23 @@ def _first_divergence(a: list[int], b: list[int]) -> int:
     return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
 
+# fp32 logit gap under which kernels that read a different number of rows at once (a verify
+# step's k + 1 against a decode's one) may take either of the top two tokens
+TIE = 0.25
+
+
+def _tie_gap(eng: LLMEngine, prompt: list[int], ref: list[int], out: list[int]) -> float | None:
+    """None when greedy `out` equals `ref`; else the gap between the top two logits `eng`
+    gives after the prompt and `ref`'s tokens before the first one `out` does not share."""
+    if out == ref:
+        return None
+    i = _first_divergence(ref, out)
+    ids = prompt + ref[:i]
+    [logits] = [x.float().cpu() for x in prompt_logits(eng, ids, chunk=len(ids))]
+    top = logits[-1].topk(2).values
+    return float(top[0] - top[1])
+
+
 def test_stories260k_golden_on_gpu(testdata):
     gold = json.loads((testdata / "golden" / "stories260K_greedy.json").read_text())
     eng = _engine(testdata / "models" / "stories260K.gguf")
@@ -123,11 +140,18 @@ def test_step_overlap_matches_plain_steps(testdata):
     # with speculation, steps of other rows verify drafts or not depending on when drafts are
     # seen (a chained step proposes a step late), so the batch of a step differs and the
     # sampled row's logits may move in their last bits (overlap.py): its draws agree for a
-    # while; the greedy rows are exact
+    # while. A greedy row takes the plain run's tokens except where a verify step (k + 1 rows
+    # through other kernels than a one-row decode) meets a near-tie: pycode-22m's first prompt
+    # has top two logits 0.057 apart (fp32, CPU) at its 35th token, where both overlap modes
+    # with speculation left the plain run on an H100 (session 16)
+    greedy = [i for i, p in enumerate(params) if p.temperature == 0.0]
+    pairs = [(prompts[0], outs["off", 0][0][0], outs[key][0][0]) for key in outs]
+    pairs += [(prompts[i], outs["off", 0][1][i], outs[key][1][i]) for key in outs for i in greedy]
+    eng = _engine(testdata / "models" / "pycode-22m-q4_k_m.gguf", step_overlap="off")
+    gaps = [_tie_gap(eng, *pair) for pair in pairs]
+    eng.close()
+    assert all(g is None or g < TIE for g in gaps), (gaps, diffs)
     for key in (("on", 4), ("off", 4)):
-        assert outs[key][0] == outs["off", 0][0], diffs
-        greedy = [i for i, p in enumerate(params) if p.temperature == 0.0]
-        assert [outs[key][1][i] for i in greedy] == [outs["off", 0][1][i] for i in greedy], diffs
         assert (diffs[key][1][1] or 50) >= 16, diffs
     assert ahead["off", 0] == 0 and ahead["on", 0] > 100 and ahead["on", 4] > 0, ahead
 
