@@ -423,6 +423,7 @@ def test_live_context_gets_the_partitions_of_its_own_plan() -> None:
     """A decode graph's plan is for its whole window; the kernel spreads the live context over
     what `plan_launch` plans for that context (waves over sequences x heads, the tile cap;
     one KV tile at least each), within the grid."""
+    from localllm.kernels.attention import paged_triton as at
     from localllm.kernels.attention.paged_triton import live_partitions, plan_launch
 
     llama3 = plan_launch(1, 8, 4, 128, 1, 16640, 264)  # grid: 33 partitions
@@ -431,6 +432,16 @@ def test_live_context_gets_the_partitions_of_its_own_plan() -> None:
     assert [live_partitions(s, llama2, llama2.parts) for s in (1024, 4161)] == [8, 9]
     int8 = plan_launch(1, 32, 1, 128, 1, 16640, 264, quantized=True)  # 32-token tiles
     assert live_partitions(4161, int8, int8.parts) == 17
+    # one stage without the register prefetch (MHA over int8 KV): at least 16 partitions
+    serial = plan_launch(1, 32, 1, 128, 1, 16640, 264, stages=1, quantized=True)
+    assert not serial.prefetch and serial.live_parts == at.DECODE_SERIAL_PARTS == 16
+    assert [live_partitions(s, serial, serial.parts) for s in (1024, 2048, 4161)] == [16, 16, 17]
+    own = [plan_launch(1, 32, 1, 128, 1, s, 264, stages=1, quantized=True) for s in (1024, 2048)]
+    assert [p.parts for p in own] == [8, 16]  # 1,024 tokens: MIN_PART tokens each at least
+    grouped = plan_launch(1, 8, 4, 128, 1, 16640, 264, stages=1, quantized=True)
+    assert grouped.prefetch and grouped.live_parts == 33  # overlaps its loads: the wave rule
+    assert plan_launch(1, 32, 1, 128, 1, 2048, 264).parts == 8  # fp16, two stages: 9 of 228
+    assert plan_launch(64, 32, 1, 128, 1, 2048, 264, stages=1, quantized=True).parts == 1
     for seq in (1024, 4161):  # the live context's own plan, where it fits the window's grid
         own = plan_launch(1, 8, 4, 128, 1, seq, 264)
         assert live_partitions(seq, llama3, 33) >= own.parts

@@ -40,6 +40,12 @@ LONG_WAVES = 4
 # for long ones (one tile at least each). Session 10 floored it at 16 partitions; with the merge
 # reading 8 partitions per round trip, 33 ran llama3-8b at 4,161 tokens in 13.1 us (fp16) and
 # 14.0 (int8) where the floor's 14 took 15.7 and 22.4 (H200, benchmarks/session15/merge_v2_h200)
+# A program that overlaps none of its loads (one pipeline stage without the register prefetch:
+# MHA over int8 / fp8 KV) needs more of them in flight: at least this many partitions per
+# sequence when sequences x heads leave SMs idle (H100, cold KV, scripts/ab_attention.py,
+# llama2-7b int8, live tokens: 9 partitions / 16: 1,024 14.3 / 10.7 us, 2,048 24.2 / 15.7;
+# fp16 at two stages prefers the wave rule's 8-12; benchmarks/session16/mha_parts_h100)
+DECODE_SERIAL_PARTS = 16
 # the in-kernel merge of a decode split reads up to this many partitions per round trip (1, 2,
 # 4 or 8: `_merge_parts`), their [rows, D] outputs within MERGE_REGS fp32 registers per thread
 MERGE_MAX_PARTS = 8
@@ -119,13 +125,23 @@ def plan_launch(
     tok = block_m // group
     m_blocks = triton.cdiv(max_q_len, tok)
     warps = 4 if block_m * d_pad <= 64 * 128 else 8
+    # Triton pipelines nothing at one stage (int8 / fp8 KV): the decode loop itself keeps the
+    # next tile's loads in flight, for grouped heads (H200, cold KV, scripts/ab_attention.py:
+    # llama3-8b int8 at 16,513 tokens 36.5 -> 31.6 us, one token; MHA lost: llama2-7b int8 at
+    # 4,161 tokens 43.3 -> 49.1 us, benchmarks/session15/prefetch_h200)
+    prefetch = stages == 1 and max_q_len <= DECODE_MAX_Q and group > 1
+    tiles = batch * n_kv * m_blocks
+    few = max_q_len <= DECODE_MAX_Q and 2 * tiles <= target_programs
+    # the wave rule's partitions, floored for programs that overlap no loads
+    wave = max(triton.cdiv(target_programs, tiles), 1)
+    if few and stages == 1 and not prefetch:
+        wave = max(wave, DECODE_SERIAL_PARTS)
     if parts is None:
         parts = 1
         most = max(triton.cdiv(max_seq_len, MIN_PART), 1)
         if max_q_len <= DECODE_MAX_Q:
-            tiles = batch * n_kv * m_blocks
-            parts = triton.cdiv(target_programs, tiles)
-            if 2 * tiles <= target_programs:  # few sequences x heads: long contexts split finer
+            parts = wave
+            if few:  # few sequences x heads: long contexts split finer
                 long = min(triton.cdiv(max_seq_len, DECODE_PART_TILES * block_n),
                            triton.cdiv(LONG_WAVES * target_programs, tiles))  # fmt: skip
                 parts = max(parts, long)
@@ -135,19 +151,11 @@ def plan_launch(
             # running streams): split the KV too, or the chunk's few row tiles each scan the
             # whole context on one SM (programs past a sequence's end exit at once)
             parts = min(triton.cdiv(target_programs, n_kv * m_blocks), most)
-    # Triton pipelines nothing at one stage (int8 / fp8 KV): the decode loop itself keeps the
-    # next tile's loads in flight, for grouped heads (H200, cold KV, scripts/ab_attention.py:
-    # llama3-8b int8 at 16,513 tokens 36.5 -> 31.6 us, one token; MHA lost: llama2-7b int8 at
-    # 4,161 tokens 43.3 -> 49.1 us, benchmarks/session15/prefetch_h200)
-    prefetch = stages == 1 and max_q_len <= DECODE_MAX_Q and group > 1
     if parts == 1:
         return Plan(block_m, block_n, m_blocks, 1, 2**30, warps, prefetch=prefetch)
     part_len = triton.cdiv(triton.cdiv(max(max_seq_len, 1), parts), block_n) * block_n
     parts = triton.cdiv(max(max_seq_len, 1), part_len)
     # the live context's partitions (`live_partitions`, in the kernel): the rule above for it
-    tiles = batch * n_kv * m_blocks
-    wave = max(triton.cdiv(target_programs, tiles), 1)
-    few = max_q_len <= DECODE_MAX_Q and 2 * tiles <= target_programs
     cap = max(triton.cdiv(LONG_WAVES * target_programs, tiles), wave) if few else wave
     rows = triton.next_power_of_2(min(max_q_len, tok) * group)
     per_part = rows * d_pad  # fp32 of one partition's output tile
