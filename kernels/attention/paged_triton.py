@@ -262,8 +262,9 @@ def run_paged_attention(
         BLOCK_N=plan.block_n, HEAD_DIM=d, D_PAD=d_pad, BLOCK_SIZE=bs, QUANT=kv_quant,
         SPLIT=split, IEEE=q.dtype == torch.float32, MERGE=merge,
         OUT_QUANT=code if merge else 0, num_warps=plan.num_warps, num_stages=num_stages, **pdl,
-        live_parts=live_parts or plan.live_parts, live_cap=live_parts or plan.live_cap,
-        live_len=DECODE_PART_TILES * plan.block_n,
+        live_parts=(live_parts or plan.live_parts) if merge else 1,
+        live_cap=(live_parts or plan.live_cap) if merge else 1,
+        live_len=DECODE_PART_TILES * plan.block_n if merge else 1,
         MERGE_ROWS=plan.merge_rows if merge else 1, MERGE_PARTS=plan.merge_parts if merge else 1,
         PREFETCH=plan.prefetch,
     )  # fmt: skip

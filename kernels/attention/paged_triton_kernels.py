@@ -94,7 +94,9 @@ def _online_softmax_step(
     return m_new, l_i, acc
 
 
-@triton.jit
+# the live-context rule's numbers are plain integers (no variant per value class: a decode
+# graph of another batch size must not compile another kernel)
+@triton.jit(do_not_specialize=["live_parts", "live_cap", "live_len"])
 def _attn_kernel(
     Q,
     K,
