@@ -174,7 +174,8 @@ def _attn_kernel(
     if MERGE:  # decode: partitions sized to the live context, not to the longest one a CUDA
         # graph may see (`paged_triton.live_partitions`): a quarter of it (>= one KV tile) up
         # to the planned length, spread over what the planner would plan for it (live_parts
-        # from the wave rule, up to live_cap of live_len tokens each for long contexts), and
+        # from the wave rule and its floor for serial programs, up to live_cap of live_len
+        # tokens each for long contexts), and
         # never fewer than the grid needs (H200, batch 1, 8B heads: 129 tokens 7.4 vs 8.1 us,
         # 256 tokens 7.8 vs 9.8 us)
         quarter = tl.maximum(tl.cdiv(tl.cdiv(seq_len, 4), BLOCK_N), 1) * BLOCK_N
