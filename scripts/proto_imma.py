@@ -16,8 +16,9 @@ Q4_K 4096x4096 at 5 rows 30.8 us (best of 6 configs) against the dp4a GEMV's 6.7
 122.7 against 36.3; Q4_0 4096x11008 65.7 against 13.1. One 32-element group per K step (its
 own scales) makes a K=32 int8 dot per step. Its sm_90 SASS (Q4_K, BN = 64, 4 warps) has no
 layout conversion in the loop: the weights reach the wgmma from registers. But the loop body is
-245 instructions per warp per group (~0.48 per weight, the dp4a GEMV ~0.09-0.15), mostly int64
-address arithmetic redone every step. Not pursued; kept to reproduce the figures.
+245 instructions per warp per group (~0.48 per weight, the dp4a GEMV ~0.09-0.15): small loads
+and their shared-memory copies, the nibble decode, the per-group scaling and addresses redone
+every step, about a quarter each. Not pursued; kept to reproduce the figures.
 
 Usage: python3 scripts/proto_imma.py [--shapes 2,3,4,8,9,10] [--rows 1,5,16] [--configs 0,1]
 Checks each config against the dequantized product, then times it (weights read from memory,
