@@ -132,21 +132,18 @@ def plan_launch(
     prefetch = stages == 1 and max_q_len <= DECODE_MAX_Q and group > 1
     tiles = batch * n_kv * m_blocks
     few = max_q_len <= DECODE_MAX_Q and 2 * tiles <= target_programs
-    # the wave rule's partitions, floored for programs that overlap no loads
+    # the wave rule's partitions, floored for programs that overlap no loads; few sequences x
+    # heads: long contexts split finer, up to LONG_WAVES waves
     wave = max(triton.cdiv(target_programs, tiles), 1)
     if few and stages == 1 and not prefetch:
         wave = max(wave, DECODE_SERIAL_PARTS)
+    cap = max(triton.cdiv(LONG_WAVES * target_programs, tiles), wave) if few else wave
     if parts is None:
         parts = 1
         most = max(triton.cdiv(max_seq_len, MIN_PART), 1)
         if max_q_len <= DECODE_MAX_Q:
-            parts = wave
-            if few:  # few sequences x heads: long contexts split finer
-                long = min(triton.cdiv(max_seq_len, DECODE_PART_TILES * block_n),
-                           triton.cdiv(LONG_WAVES * target_programs, tiles))  # fmt: skip
-                parts = max(parts, long)
-            parts = min(max(parts, 1), most)
-        elif batch * n_kv * m_blocks < target_programs:
+            parts = min(_spread(max_seq_len, wave, cap, block_n), most)
+        elif tiles < target_programs:
             # a short chunk over a long context (a cached prefix, a prompt prefilled beside
             # running streams): split the KV too, or the chunk's few row tiles each scan the
             # whole context on one SM (programs past a sequence's end exit at once)
@@ -155,15 +152,20 @@ def plan_launch(
         return Plan(block_m, block_n, m_blocks, 1, 2**30, warps, prefetch=prefetch)
     part_len = triton.cdiv(triton.cdiv(max(max_seq_len, 1), parts), block_n) * block_n
     parts = triton.cdiv(max(max_seq_len, 1), part_len)
-    # the live context's partitions (`live_partitions`, in the kernel): the rule above for it
-    cap = max(triton.cdiv(LONG_WAVES * target_programs, tiles), wave) if few else wave
     rows = triton.next_power_of_2(min(max_q_len, tok) * group)
     per_part = rows * d_pad  # fp32 of one partition's output tile
     merge = min(MERGE_MAX_PARTS, triton.next_power_of_2(parts),
                 _pow2_floor(max(MERGE_REGS * 32 * warps // per_part, 1)))  # fmt: skip
+    # wave, cap: the live context's partitions (`live_partitions`, in the kernel)
     return Plan(
         block_m, block_n, m_blocks, parts, part_len, warps, wave, cap, rows, merge, prefetch
     )
+
+
+def _spread(seq_len: int, wave: int, cap: int, block_n: int) -> int:
+    """Decode partitions for a `seq_len`-token context: `wave` at least, one per
+    DECODE_PART_TILES tiles up to `cap` (the kernel computes the same for the live context)."""
+    return max(wave, min(triton.cdiv(seq_len, DECODE_PART_TILES * block_n), cap))
 
 
 def live_partitions(seq_len: int, plan: Plan, grid_parts: int) -> int:
@@ -176,7 +178,7 @@ def live_partitions(seq_len: int, plan: Plan, grid_parts: int) -> int:
     def tiles_of(n: int) -> int:
         return max(triton.cdiv(n, bn), 1) * bn
 
-    want = max(plan.live_parts, min(triton.cdiv(seq_len, DECODE_PART_TILES * bn), plan.live_cap))
+    want = _spread(seq_len, plan.live_parts, plan.live_cap, bn)
     least = triton.cdiv(triton.cdiv(seq_len, grid_parts), bn) * bn
     part_len = max(min(tiles_of(triton.cdiv(seq_len, 4)), plan.part_len,
                        tiles_of(triton.cdiv(seq_len, want))), least)  # fmt: skip
@@ -264,7 +266,7 @@ def run_paged_attention(
         OUT_QUANT=code if merge else 0, num_warps=plan.num_warps, num_stages=num_stages, **pdl,
         live_parts=(live_parts or plan.live_parts) if merge else 1,
         live_cap=(live_parts or plan.live_cap) if merge else 1,
-        live_len=DECODE_PART_TILES * plan.block_n if merge else 1,
+        PART_TILES=DECODE_PART_TILES,
         MERGE_ROWS=plan.merge_rows if merge else 1, MERGE_PARTS=plan.merge_parts if merge else 1,
         PREFETCH=plan.prefetch,
     )  # fmt: skip

@@ -96,7 +96,7 @@ def _online_softmax_step(
 
 # the live-context rule's numbers are plain integers (no variant per value class: a decode
 # graph of another batch size must not compile another kernel)
-@triton.jit(do_not_specialize=["live_parts", "live_cap", "live_len"])
+@triton.jit(do_not_specialize=["live_parts", "live_cap"])
 def _attn_kernel(
     Q,
     K,
@@ -147,7 +147,7 @@ def _attn_kernel(
     PDL: tl.constexpr = False,
     live_parts=1,
     live_cap=1,
-    live_len=1 << 30,
+    PART_TILES: tl.constexpr = 8,
     MERGE_ROWS: tl.constexpr = 1,
     MERGE_PARTS: tl.constexpr = 1,
     PREFETCH: tl.constexpr = False,
@@ -173,13 +173,13 @@ def _attn_kernel(
     qpos = seq_len - q_len + qi  # [BLOCK_M] absolute position of each query row
     if MERGE:  # decode: partitions sized to the live context, not to the longest one a CUDA
         # graph may see (`paged_triton.live_partitions`): a quarter of it (>= one KV tile) up
-        # to the planned length, spread over what the planner would plan for it (live_parts
-        # from the wave rule and its floor for serial programs, up to live_cap of live_len
-        # tokens each for long contexts), and
-        # never fewer than the grid needs (H200, batch 1, 8B heads: 129 tokens 7.4 vs 8.1 us,
-        # 256 tokens 7.8 vs 9.8 us)
+        # to the planned length, spread over what the planner would plan for it (`_spread`:
+        # live_parts from the wave rule and its floor for serial programs, one per PART_TILES
+        # tiles up to live_cap for long contexts), and never fewer than the grid needs (H200,
+        # batch 1, 8B heads: 129 tokens 7.4 vs 8.1 us, 256 tokens 7.8 vs 9.8 us)
         quarter = tl.maximum(tl.cdiv(tl.cdiv(seq_len, 4), BLOCK_N), 1) * BLOCK_N
-        want = tl.maximum(live_parts, tl.minimum(tl.cdiv(seq_len, live_len), live_cap))
+        long = tl.minimum(tl.cdiv(seq_len, PART_TILES * BLOCK_N), live_cap)
+        want = tl.maximum(live_parts, long)
         spread = tl.maximum(tl.cdiv(tl.cdiv(seq_len, want), BLOCK_N), 1) * BLOCK_N
         least = tl.cdiv(tl.cdiv(seq_len, tl.num_programs(2)), BLOCK_N) * BLOCK_N
         part_len = tl.maximum(tl.minimum(tl.minimum(quarter, part_len), spread), least)
