@@ -24,6 +24,18 @@ from localllm.kernels.device import device_props  # noqa: E402
 from localllm.kernels.linear import dp4a_triton as dp  # noqa: E402
 
 
+def dp4a_us(xq: torch.Tensor, xs: torch.Tensor, cfg, fmt: str, n: int,  # noqa: ANN001
+            sets: list[list[torch.Tensor]]) -> float:  # fmt: skip
+    """us per dp4a GEMV at config `cfg`, each launch on the next copy of the weight planes
+    (`bench_qlinear.cold_planes`: read from memory), CUDA-graph timing."""
+
+    def run() -> None:
+        for ps in sets:
+            dp.dp4a_launch(xq, xs, ps, fmt, n, None, cfg, torch.float16)
+
+    return do_bench_cudagraph(run, rep=30) * 1e3 / len(sets)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", default="1,5")
@@ -35,15 +47,9 @@ def main() -> None:
     for i in [int(s) for s in a.shapes.split(",")]:
         fmt, n, k = SHAPES[i]
         w, sets = cold_planes(fmt, n, k)
-        copies = len(sets)
         for t in [int(r) for r in a.rows.split(",")]:
             xq, xs, cfg = dispatch_inputs(fmt, n, k, t, sms)
-
-            def run(xq=xq, xs=xs, cfg=cfg, fmt=fmt, n=n, sets=sets) -> None:
-                for ps in sets:
-                    dp.dp4a_launch(xq, xs, ps, fmt, n, None, cfg, torch.float16)
-
-            us = do_bench_cudagraph(run, rep=30) * 1e3 / copies
+            us = dp4a_us(xq, xs, cfg, fmt, n, sets)
             gbs = w.nbytes / us / 1e3
             rec = dict(tag=a.tag, fmt=fmt, n=n, k=k, rows=t, us=round(us, 2), gbs=round(gbs))
             print(json.dumps(rec), flush=True)

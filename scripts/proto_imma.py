@@ -148,12 +148,12 @@ CONFIGS = [  # (BN, warps, split, stages)
 
 
 def main() -> None:
+    from ab_dp4a import dp4a_us
     from bench_qlinear import cold_planes, dispatch_inputs
     from sweep_dp4a import SHAPES
     from triton.testing import do_bench_cudagraph
 
     from localllm.kernels.device import device_props
-    from localllm.kernels.linear import dp4a_triton as dp
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes", default="2,3,4,8,9,10")
@@ -173,18 +173,13 @@ def main() -> None:
             ref = reference(xq, xs, w)
             rec = dict(tag=a.tag, fmt=fmt, n=n, k=k, rows=t)
             if t <= 6:
-
-                def run_dp(xq=xq, xs=xs, cfg=dcfg, fmt=fmt, n=n, sets=sets) -> None:
-                    for ps in sets:
-                        dp.dp4a_launch(xq, xs, ps, fmt, n, None, cfg, torch.float16)
-
-                rec["dp4a_us"] = round(do_bench_cudagraph(run_dp, rep=30) * 1e3 / copies, 2)
+                rec["dp4a_us"] = round(dp4a_us(xq, xs, dcfg, fmt, n, sets), 2)
             best = None
             for cfg in cfgs:
                 name = "bn{}w{}k{}s{}".format(*cfg)
                 try:
                     o = torch.zeros(t, n, device="cuda") if cfg[2] > 1 else None
-                    got = imma(xq, xs, sets[0], fmt, n, *cfg, out=o)
+                    got = imma(xq, xs, sets[0], fmt, n, cfg[0], cfg[1], cfg[2], cfg[3], out=o)
                     err = ((got.float() - ref).abs().max() / ref.abs().max()).item()
                     if err > 2e-3:
                         rec[name] = f"wrong {err:.2e}"
@@ -193,7 +188,7 @@ def main() -> None:
 
                     def run(xq=xq, xs=xs, fmt=fmt, n=n, sets=sets, outs=outs, cfg=cfg) -> None:
                         for ps, o in zip(sets, outs):
-                            imma(xq, xs, ps, fmt, n, *cfg, out=o)
+                            imma(xq, xs, ps, fmt, n, cfg[0], cfg[1], cfg[2], cfg[3], out=o)
 
                     us = do_bench_cudagraph(run, rep=30) * 1e3 / copies
                 except Exception as e:  # noqa: BLE001 (a prototype sweep: record and go on)
