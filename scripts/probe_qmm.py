@@ -3,7 +3,12 @@ weights read from memory (enough copies to overflow L2), at the heuristic config
 others; optionally next to another version of the module (`--old path/to/module.py`).
 
 Usage: python3 scripts/probe_qmm.py [--ts 16,32] [--fmts q4_k,q6_k] [--old FILE] [--sweep]
-Prints us per call, GB/s and % of 4.1 TB/s for the packed weight bytes.
+       python3 scripts/probe_qmm.py --ts 32,64 --neighbours [--budget 400]
+       python3 scripts/probe_qmm.py --ts 40,64 --confirm --old .carry/old/kernels/linear/qmm_triton.py
+Prints us per call, GB/s and % of 4.1 TB/s for the packed weight bytes. `--neighbours` times the
+heuristic's config against its neighbours (the scale prefetch toggled, stages, groups per step,
+weight rows, warps, operand order, split K), each checked against the heuristic's output. `--confirm` times, on this kernel, the config the
+`--old` module's heuristic picks against this heuristic's, with and without the scale prefetch.
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ import itertools
 import json
 import os
 import sys
+import time
+from dataclasses import replace
 
 import torch
 from triton.testing import do_bench_cudagraph
@@ -46,6 +53,69 @@ def time_us(mod, x, copies, fmt, n, cfg) -> float:
     return do_bench_cudagraph(run, rep=30) * 1e3 / len(copies)
 
 
+def neighbours(cfg, n: int) -> list:
+    """The heuristic's config, then one-knob changes around it with the scale prefetch on."""
+    pf = replace(cfg, prefetch=not cfg.prefetch)
+    on = cfg if cfg.prefetch else pf
+    out = [cfg, pf]
+    out += [replace(on, stages=st, ng=ng) for st in (2, 3, 4) for ng in (4, 8, 16)]
+    out += [replace(on, bn=bn, warps=wp) for bn in (32, 64, 128) for wp in (4, 8)]
+    out += [replace(on, swap=not on.swap)]
+    if n <= 16384:
+        out += [replace(on, split=sp) for sp in (1, 2, 4) if sp != on.split]
+    seen, uniq = set(), []
+    for c in out:
+        if c not in seen and not (c.bm > 64 and c.swap and c.warps == 4):
+            seen.add(c)
+            uniq.append(c)
+    return uniq
+
+
+def run_neighbours(fmt, n, k, t, w, copies, sms, smem, arch, deadline) -> None:
+    x = torch.randn(t, k, device="cuda").half()
+    cfg = mm.mm_config(fmt, n, k, t, sms, smem, arch)
+    ref = mm.qmm_launch(x, copies[0], fmt, n, None, cfg).float()
+    res = []
+    for c in neighbours(cfg, n):
+        if time.time() > deadline:
+            print("budget spent", flush=True)
+            break
+        try:
+            o = mm.qmm_launch(x, copies[0], fmt, n, None, c).float()
+            err = ((o - ref).abs().max() / ref.abs().max()).item()
+            res.append((time_us(mm, x, copies, fmt, n, c), c, err))
+        except Exception as e:  # noqa: BLE001 - configs that do not compile or fit
+            print(f"   {c}: {type(e).__name__}", flush=True)
+    base = res[0][0]
+    best = min(res, key=lambda r: r[0])
+    print(f"{fmt} {n}x{k} T={t}: heuristic {base:.1f} us, prefetch {res[1][0]:.1f} us, "
+          f"best {best[0]:.1f} us ({w.nbytes / best[0] / 1e3 / PEAK_BW * 1e9:.0%}) {best[1]}",
+          flush=True)  # fmt: skip
+    with open(os.path.join(os.environ.get("OUT", "."), "probe_qmm_neighbours.jsonl"), "a") as f:
+        for us, c, err in res:
+            rec = {"fmt": fmt, "n": n, "k": k, "t": t, "us": us, "err": err, "cfg": c.__dict__,
+                   "heuristic": c == cfg}  # fmt: skip
+            f.write(json.dumps(rec) + "\n")
+
+
+def run_confirm(old, fmt, n, k, t, w, copies, sms, smem, arch) -> None:
+    x = torch.randn(t, k, device="cuda").half()
+    cfg = mm.mm_config(fmt, n, k, t, sms, smem, arch)
+    ocfg = mm.MMConfig(**old.mm_config(fmt, n, k, t, sms, smem).__dict__)
+    ref = mm.qmm_launch(x, copies[0], fmt, n, None, ocfg).float()
+    line, res = f"{fmt} {n}x{k} T={t}:", []
+    for tag, c in (("old", ocfg), ("new", cfg), ("new-pf" + "-+"[not cfg.prefetch],
+                                                 replace(cfg, prefetch=not cfg.prefetch))):  # fmt: skip
+        o = mm.qmm_launch(x, copies[0], fmt, n, None, c).float()
+        err = ((o - ref).abs().max() / ref.abs().max()).item()
+        us = time_us(mm, x, copies, fmt, n, c)
+        res.append({"tag": tag, "us": us, "err": err, "cfg": c.__dict__})
+        line += f" {tag} {us:.1f} us ({w.nbytes / us / 1e3 / PEAK_BW * 1e9:.0%}, err {err:.0e}) |"
+    print(line, cfg, flush=True)
+    with open(os.path.join(os.environ.get("OUT", "."), "probe_qmm_confirm.jsonl"), "a") as f:
+        f.write(json.dumps({"fmt": fmt, "n": n, "k": k, "t": t, "runs": res}) + "\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--ts", default="32")
@@ -58,7 +128,11 @@ def main() -> None:
     ap.add_argument("--stages", default="3,4")
     ap.add_argument("--shapes", default="", help="only these NxK (comma list)")
     ap.add_argument("--cublas", action="store_true", help="also time qlinear_triton (L2-warm)")
+    ap.add_argument("--neighbours", action="store_true")
+    ap.add_argument("--confirm", action="store_true", help="needs --old")
+    ap.add_argument("--budget", type=float, default=1e9, help="seconds (--neighbours)")
     a = ap.parse_args()
+    deadline = time.time() + a.budget
     old = None
     if a.old:
         spec = importlib.util.spec_from_file_location("qmm_old", a.old)
@@ -66,19 +140,26 @@ def main() -> None:
         sys.modules["qmm_old"] = old
         spec.loader.exec_module(old)
     props = device_props(torch.device("cuda"))
-    sms, smem = props.sm_count, props.smem_per_block
+    sms, smem, arch = props.sm_count, props.smem_per_block, props.arch
     for fmt in a.fmts.split(","):
         for n, k in SHAPES[fmt]:
             if a.shapes and f"{n}x{k}" not in a.shapes.split(","):
                 continue
             w, copies = cold_copies(fmt, n, k)
             for t in map(int, a.ts.split(",")):
+                if a.confirm:
+                    run_confirm(old, fmt, n, k, t, w, copies, sms, smem, arch)
+                    continue
+                if a.neighbours:
+                    if time.time() < deadline:
+                        run_neighbours(fmt, n, k, t, w, copies, sms, smem, arch, deadline)
+                    continue
                 x = torch.randn(t, k, device="cuda").half()
-                cfg = mm.mm_config(fmt, n, k, t, sms, smem)
+                cfg = mm.mm_config(fmt, n, k, t, sms, smem, arch)
                 ref = mm.qmm_launch(x, copies[0], fmt, n, None, cfg).float()
                 line = f"{fmt} {n}x{k} T={t}:"
                 if old is not None:
-                    ocfg = old.mm_config(fmt, n, k, t, sms)
+                    ocfg = old.mm_config(fmt, n, k, t, sms, smem)
                     o = old.qmm_launch(x, copies[0], fmt, n, None, ocfg).float()
                     us = time_us(old, x, copies, fmt, n, ocfg)
                     line += f" old {us:.1f} us ({w.nbytes / us / 1e3 / PEAK_BW * 1e9:.0%})"

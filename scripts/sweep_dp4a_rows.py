@@ -85,7 +85,7 @@ def main() -> None:
                     print(f"  {cfg}: {type(e).__name__}: {str(e)[:160]}")
             mm = None
             if t > 1:
-                mcfg = mm_config(fmt, n, k, t, sms, smem)
+                mcfg = mm_config(fmt, n, k, t, sms, smem, props.arch)
                 mm = bench(partial(_qmm_all, x, sets, fmt, n, mcfg)) / copies
             h = times[heur]
             base = base or h

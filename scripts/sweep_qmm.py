@@ -82,7 +82,7 @@ def main() -> None:
                 cur = bench(partial(qlinear_triton, x, w)) * 1e3
                 cub = bench(partial(_cublas, x, w)) * 1e3
                 rows = []
-                cfgs = [mm_config(fmt, n, k, t, sms, smem)] + candidates(t)
+                cfgs = [mm_config(fmt, n, k, t, sms, smem, props.arch)] + candidates(t)
                 for i, cfg in enumerate(cfgs):
                     splits = (1, 4) if n <= 4096 and t <= 32 else (1,)
                     for split in (cfg.split,) if i == 0 else splits:

@@ -42,8 +42,8 @@ def test_fused_gemm_tiles_fit_the_gpu(name: str) -> None:
     for fmt in KERNEL_FORMATS:
         for n, k in SHAPES:
             for t in range(2, 129):
-                cfg = mm_config(fmt, n, k, t, p.sm_count, p.smem_per_block)
-                assert mm_smem(fmt, cfg) <= p.smem_per_block, (fmt, n, k, t, cfg)
+                cfg = mm_config(fmt, n, k, t, p.sm_count, p.smem_per_block, p.arch)
+                assert mm_smem(fmt, cfg, p.arch) <= p.smem_per_block, (fmt, n, k, t, cfg)
                 assert cfg.bm >= min(t, 16) and cfg.stages >= 2
 
 
@@ -52,15 +52,15 @@ def test_fused_gemm_keeps_the_h200_choices() -> None:
     128 x 128 tile of 65+ rows runs 2 stages (3 stages need 250-300 KB on sm_90, which the
     launch fallback used to find at the first call)."""
     h = profile("h200")
-    assert mm_config("q4_k", 28672, 4096, 32, h.sm_count, h.smem_per_block) == MMConfig(
+    assert mm_config("q4_k", 28672, 4096, 32, h.sm_count, h.smem_per_block, h.arch) == MMConfig(
         32, 128, 8, 1, 4, 3, True
     )
-    assert mm_config("q4_k", 28672, 4096, 100, h.sm_count, h.smem_per_block).stages == 2
-    assert mm_config("q4_k", 4096, 4096, 100, h.sm_count, h.smem_per_block) == MMConfig(
+    assert mm_config("q4_k", 28672, 4096, 100, h.sm_count, h.smem_per_block, h.arch).stages == 2
+    assert mm_config("q4_k", 4096, 4096, 100, h.sm_count, h.smem_per_block, h.arch) == MMConfig(
         128, 64, 8, 2, 8, 3, True
     )
     r = profile("rtx4090")  # 99 KB: the same 100-row launch drops to 2 stages, then 32 rows
-    assert mm_config("q4_k", 4096, 4096, 100, r.sm_count, r.smem_per_block) == MMConfig(
+    assert mm_config("q4_k", 4096, 4096, 100, r.sm_count, r.smem_per_block, r.arch) == MMConfig(
         128, 32, 8, 1, 8, 2, True
     )  # split from the fitted tile: 128 programs
 

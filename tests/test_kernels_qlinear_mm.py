@@ -21,11 +21,15 @@ CONFIGS = [
     mm.MMConfig(16, 64, 16, split=2, warps=8, stages=2),
     mm.MMConfig(64, 128, 8, warps=8, swap=True, stages=4),
     mm.MMConfig(128, 64, 8, split=2, warps=8, swap=True),  # the 65..128-row heuristic's shape
+    mm.MMConfig(16, 32, 4, prefetch=True),  # scales a step ahead, over 8 steps
+    mm.MMConfig(32, 64, 8, split=3, swap=True, stages=2, prefetch=True),  # uneven splits
 ]
 
 
 @pytest.mark.parametrize("qtype", list(KERNEL_QTYPES), ids=lambda q: q.name)
-@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: f"bm{c.bm}-bn{c.bn}-ng{c.ng}-s{c.split}")
+@pytest.mark.parametrize(
+    "cfg", CONFIGS, ids=lambda c: f"bm{c.bm}-bn{c.bn}-ng{c.ng}-s{c.split}" + "-pf" * c.prefetch
+)
 def test_qmm_matches_reference(qtype: QT, cfg: mm.MMConfig) -> None:
     fmt = KERNEL_QTYPES[qtype]
     t, n, k = 19, 48, 1024  # 19 rows: two M blocks of 16; 48: a row tail of BN=32/64
@@ -41,22 +45,32 @@ def test_qmm_matches_reference(qtype: QT, cfg: mm.MMConfig) -> None:
 
 def test_qmm_heuristic_shapes() -> None:
     sms, smem = 132, 227 * 1024  # H200
-    small = mm.mm_config("q4_k", 1024, 4096, 8, sms, smem)
+    small = mm.mm_config("q4_k", 1024, 4096, 8, sms, smem, 90)
     assert small.bm == 16 and small.split > 1  # 8 row blocks: split K to fill the SMs
-    big = mm.mm_config("q4_k", 28672, 4096, 32, sms, smem)
+    big = mm.mm_config("q4_k", 28672, 4096, 32, sms, smem, 90)
     assert big.bm == 32 and big.swap and big.split <= 2
-    c100 = mm.mm_config("q6_k", 4096, 4096, 100, sms, smem)  # one 128-row block, two warpgroups
+    c100 = mm.mm_config("q6_k", 4096, 4096, 100, sms, smem, 90)  # one 128-row block, two warpgroups
     assert (c100.bm, c100.warps, c100.split) == (128, 8, 2)  # 64 programs x 2 <= 132 SMs
-    assert mm.mm_config("q4_k", 6144, 4096, 128, sms, smem).split == 1  # 96 programs
-    assert mm.mm_config("q8_0", 64, 96, 2, sms, smem).ng == 1  # K = 3 groups: one group per step
-    assert big.bn == 128 and mm.mm_config("q4_k", 28672, 4096, 32, 82, smem=99 * 1024).bn == 64
-    # 33..64 rows (H200 sweep at 64): tall matrices in 64-row tiles, 2 stages; a 4096-row
-    # matrix in one wave of 32-row tiles, 16 groups a step (8 where 99 KB would not hold it)
+    assert mm.mm_config("q4_k", 6144, 4096, 128, sms, smem, 90).split == 1  # 96 programs
+    assert (
+        mm.mm_config("q8_0", 64, 96, 2, sms, smem, 90).ng == 1
+    )  # K = 3 groups: one group per step
+    assert big.bn == 128 and mm.mm_config("q4_k", 28672, 4096, 32, 82, 99 * 1024, 86).bn == 64
+    # 33..64 rows: the deepest pipeline whose programs are all resident (`_wave_config`)
     MM = mm.MMConfig
-    assert mm.mm_config("q4_k", 28672, 4096, 64, sms, smem) == MM(64, 64, 8, 1, 4, 2, True)
-    assert mm.mm_config("q4_0", 4096, 4096, 40, sms, smem) == MM(64, 32, 16, 1, 4, 2, False)
-    assert mm.mm_config("q4_0", 4096, 4096, 64, 128, 99 * 1024) == MM(64, 32, 8, 1, 4, 2, False)
-    assert mm.mm_config("q4_k", 1024, 4096, 64, sms, smem).split > 1  # 32 tiles: split K
+    h100 = (132, 227 * 1024, 90)
+    assert mm.mm_config("q4_k", 28672, 4096, 64, *h100) == MM(64, 128, 8, 1, 4, 2, True, False)
+    assert mm.mm_config("q4_k", 4096, 4096, 40, *h100) == MM(64, 32, 8, 1, 4, 4, False, True)
+    # Q4_0 12288 rows: 384 programs of 32 rows fit at 3 per SM only with 128-K steps
+    assert mm.mm_config("q4_0", 12288, 4096, 64, *h100) == MM(64, 32, 4, 1, 4, 3, False, True)
+    assert mm.mm_config("q4_0", 22016, 4096, 64, *h100) == MM(64, 64, 4, 1, 4, 3, True, True)
+    # 99 KB (sm_86 / sm_89 allocation): one 32-row program per SM, 3 stages
+    assert mm.mm_config("q4_0", 4096, 4096, 64, 128, 99 * 1024, 89) == MM(
+        64, 32, 8, 1, 4, 3, False, True
+    )
+    # nothing fits in one wave: the fewest waves (128 rows: 2 programs per SM)
+    assert mm.mm_config("q6_k", 128256, 4096, 64, *h100).bn == 128
+    assert mm.mm_config("q4_k", 1024, 4096, 64, *h100).split > 1  # 32 tiles: split K
 
 
 def test_qmm_shrinks_configs_that_do_not_fit(monkeypatch) -> None:
@@ -100,7 +114,7 @@ def test_gpu_qmm_matches_reference(qtype: QT, t: int) -> None:
     x = torch.randn(t, k, device="cuda").half()
     ref = x.float() @ dequantize_weight(w).t()
     props = device_props(x.device)
-    cfg = mm.mm_config(fmt, n, k, t, props.sm_count, props.smem_per_block)
+    cfg = mm.mm_config(fmt, n, k, t, props.sm_count, props.smem_per_block, props.arch)
     out = mm.qmm_launch(x, [w.tensors[p] for p in kernel_facts(fmt).planes], fmt, n, None, cfg)
     torch.testing.assert_close(out.float(), ref, rtol=1e-2, atol=3e-3 * ref.abs().max().item())
 

@@ -146,7 +146,7 @@ def _linear_config(props: DeviceProps, kernel: LinearKernel, fmt: str, n: int, k
     if kernel is LinearKernel.DP4A_GEMV:
         return dp4a_config(fmt, n, k, props.sm_count, rows)
     if kernel is LinearKernel.FUSED_GEMM:
-        return mm_config(fmt, n, k, rows, props.sm_count, props.smem_per_block)
+        return mm_config(fmt, n, k, rows, props.sm_count, props.smem_per_block, props.arch)
     if kernel is LinearKernel.DEQUANT_MATMUL:
         return dequant_config(fmt, n, k, props.sm_count)
     if kernel in (LinearKernel.GEMV, LinearKernel.TILE_GEMM):

@@ -9,6 +9,7 @@ import os
 import torch
 import triton
 
+from localllm.kernels.device import device_props
 from localllm.kernels.fused.quant_act import QAct
 from localllm.kernels.fused.quant_act_triton import fill_lazily
 from localllm.kernels.linear.dequant_triton import dequantize
@@ -18,7 +19,6 @@ from localllm.kernels.linear.gemv_triton import (
     QLinearConfig,
     _num_sms,
     _qlinear_kernel,
-    _smem,
     group_size,
     kernel_constexprs,
     pick_config,
@@ -131,7 +131,8 @@ def _qmm(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None) -> torch.Te
     """Batched decode, verify, short chunks: the fused dequant-GEMM (fp16/bf16 on the GPU: its
     fp32 tiles would not fit in shared memory)."""
     _check(x, w, bias)
-    cfg = mm_config(w.fmt, w.n, w.k, x.shape[0], _num_sms(x.device), _smem(x.device))
+    props = device_props(x.device)
+    cfg = mm_config(w.fmt, w.n, w.k, x.shape[0], props.sm_count, props.smem_per_block, props.arch)
     planes = [w.tensors[p] for p in kernel_facts(w.fmt).planes]
     return qmm_launch(x, planes, w.fmt, w.n, bias, cfg)
 

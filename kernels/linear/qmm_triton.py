@@ -55,7 +55,8 @@ def _qmm_kernel(
     PTRS: tl.constexpr, LOAD: tl.constexpr, ADVANCE: tl.constexpr, DEQ: tl.constexpr,
     BM: tl.constexpr, BN: tl.constexpr, NG: tl.constexpr,
     HAS_BIAS: tl.constexpr, ATOMIC: tl.constexpr, PREC: tl.constexpr, SWAP: tl.constexpr,
-    EMU: tl.constexpr, STAGES: tl.constexpr, PDL: tl.constexpr = False,
+    EMU: tl.constexpr, STAGES: tl.constexpr, PREFETCH: tl.constexpr = False,
+    PDL: tl.constexpr = False,
 ):  # fmt: skip
     """out [T, N] (+)= x [T, K] @ W^T (+ bias), K = 32 G; program (n, m, s) owns weight rows
     [n BN, n BN + BN), x rows [m BM, m BM + BM) and 32-element groups
@@ -86,12 +87,24 @@ def _qmm_kernel(
     # Triton's pipeliner keeps STAGES - 1 steps of loads in flight (cp.async into shared
     # memory); the x tile goes to the MMA from there untouched (the weights are decoded in
     # K order)
-    for _ in tl.range(n_steps, num_stages=STAGES):
+    if PREFETCH:  # the scales of step 0 (LOAD's unused word loads are dead code)
+        _, _, s, d, m = LOAD(wp, hp, sp, dp, mp)
+    for i in tl.range(n_steps, num_stages=STAGES):
         x = tl.load(xp, mask=mask_m[:, None], other=0.0)  # [BM, NG * 32]
-        wd, hi, s, d, m = LOAD(wp, hp, sp, dp, mp)
-        acc = _step(DEQ, acc, x, wd, hi, s, d, m, EMU, PREC, SWAP)
+        if PREFETCH:
+            wd, hi, _, _, _ = LOAD(wp, hp, sp, dp, mp)
+            wn, hn, sn, dn, mn = ADVANCE(wp, hp, sp, dp, mp, NG)
+            more = i + 1 < n_steps  # the last step reloads its own scales
+            _, _, s2, d2, m2 = LOAD(wn, hn, tl.where(more, sn, sp), tl.where(more, dn, dp),
+                                    tl.where(more, mn, mp))  # fmt: skip
+            acc = _step(DEQ, acc, x, wd, hi, s, d, m, EMU, PREC, SWAP)
+            s, d, m = s2, d2, m2
+            wp, hp, sp, dp, mp = wn, hn, sn, dn, mn
+        else:
+            wd, hi, s, d, m = LOAD(wp, hp, sp, dp, mp)
+            acc = _step(DEQ, acc, x, wd, hi, s, d, m, EMU, PREC, SWAP)
+            wp, hp, sp, dp, mp = ADVANCE(wp, hp, sp, dp, mp, NG)
         xp += NG * 32
-        wp, hp, sp, dp, mp = ADVANCE(wp, hp, sp, dp, mp, NG)
     if SWAP:
         acc = tl.trans(acc)  # [BM, BN]
     optrs = out_ptr + offs_m[:, None] * stride_om + offs_n[None, :]
@@ -117,6 +130,7 @@ class MMConfig:
     warps: int = 4
     stages: int = 3  # software pipeline depth (stages - 1 K steps of loads in flight)
     swap: bool = False  # weights as the A operand of the MMA (out^T = W x^T)
+    prefetch: bool = False  # scales of the next K step loaded into registers a step ahead
 
 
 def _largest_ng(ng: int, groups: int) -> int:
@@ -126,63 +140,89 @@ def _largest_ng(ng: int, groups: int) -> int:
     return ng
 
 
-def mm_smem(fmt: str, cfg: MMConfig) -> int:
-    """Shared memory of a launch with fp16 / bf16 x, bytes: `stages - 1` buffers of the x
-    tile and the packed weight tile in flight, and the decoded [BN, NG * 32] fp16 operand of
-    the MMA. What Triton 3.9 allocates on sm_86 / sm_89 to within a few %;
-    `scripts/check_consumer_configs.py` compiles every choice and checks the real figure."""
+def mm_smem(fmt: str, cfg: MMConfig, arch: int) -> int:
+    """Shared memory of a launch with fp16 / bf16 x on sm_`arch`, bytes, as Triton 3.6-3.9
+    allocates it (`scripts/check_consumer_configs.py` compiles every choice and checks the
+    real figure; within ~3% of it on sm_86 / sm_89 / sm_90). sm_8x: `stages - 1` buffers of
+    the x tile and of the packed weight tile in flight, and the decoded [BN, NG * 32] fp16
+    operand of the MMA. sm_90 (wgmma): `stages` x buffers, and a swapped config's decoded
+    weights reach the MMA from registers (A operand), so they take no shared memory."""
     facts = kernel_facts(fmt)
     group_bytes = 4 * facts.qbits + 2  # packed bytes per 32 weights: quants, scales (GGUF's)
     ng = max(cfg.ng, 8) if facts.min_k == 256 else cfg.ng  # as `_launch` runs it
-    in_flight = cfg.bm * ng * 32 * 2 + cfg.bn * ng * group_bytes
-    return (cfg.stages - 1) * in_flight + cfg.bn * ng * 32 * 2
+    x_tile, w_tile, decoded = cfg.bm * ng * 32 * 2, cfg.bn * ng * group_bytes, cfg.bn * ng * 64
+    if arch >= 90:
+        return cfg.stages * x_tile + (cfg.stages - 1) * w_tile + (0 if cfg.swap else decoded)
+    return (cfg.stages - 1) * (x_tile + w_tile) + decoded
 
 
-def mm_config(fmt: str, n: int, k: int, t: int, num_sms: int, smem: int) -> MMConfig:
+# 33..64 rows, (groups per K step, stages) from the deepest pipeline down: `_wave_config`
+# takes the first whose programs are all resident at once (H100 sweep at 64 rows, weights read
+# from memory, benchmarks/session17/probe_qmm_neighbours_h100.jsonl)
+WAVE_STEPS = ((8, 4), (8, 3), (4, 4), (4, 3), (8, 2), (4, 2))
+
+
+def _wave_config(fmt: str, n: int, groups: int, num_sms: int, smem: int, arch: int) -> MMConfig:
+    """33..64 rows in one 64-row block, no split K: a program's K loop has little work per
+    step to hide its loads behind, so the latency is hidden by a deep pipeline and by other
+    programs on the SM. Take the deepest pipeline whose programs all fit on the GPU at once
+    (programs per SM from `mm_smem`; 32 weight rows below 16384 rows, x as the A operand;
+    64 then 128 above, weights as the A operand); where none fits, the fewest waves. H100, us,
+    the rule's pick against the previous heuristic: Q4_0 12288x4096 39.4 vs 70.4 (32 x 128
+    tiles, 3 stages: 384 programs at 3 per SM), 22016x4096 51.6 vs 92.6, 4096x11008 46.0 vs
+    87.0 (32 x 256 tiles, 3 stages); Q4_K 28672x4096 79.8 vs 85.2 (128 x 256, 2 stages),
+    4096x14336 64.0 vs 74.1; Q6_K 128256x4096 331 vs 356."""
+    min_ng = kernel_facts(fmt).min_k // 32
+    best: tuple[int, MMConfig] | None = None
+    for bn in (32,) if n < 16384 else (64, 128):
+        for ng, stages in WAVE_STEPS:
+            cfg = MMConfig(64, bn, _largest_ng(max(ng, min_ng), groups), warps=4, stages=stages,
+                           swap=bn > 32, prefetch=bn <= 64)  # fmt: skip
+            per_sm = (smem + 1024) // (mm_smem(fmt, cfg, arch) + 1024)
+            if per_sm == 0:
+                continue
+            waves = triton.cdiv(triton.cdiv(n, bn), per_sm * num_sms)
+            if waves == 1:
+                return cfg
+            if best is None or waves < best[0]:
+                best = (waves, cfg)
+    assert best is not None, "no 64-row config fits in shared memory"
+    return best[1]
+
+
+def mm_config(fmt: str, n: int, k: int, t: int, num_sms: int, smem: int, arch: int) -> MMConfig:
     """Heuristic from the H200 sweeps (scripts/probe_qmm.py, weights from memory, CUDA-graph
-    timing; benchmarks/probe_qmm_session4.jsonl, probe_qmm_t128.jsonl). Up to 64 rows: one M
+    timing; benchmarks/probe_qmm_session4.jsonl, probe_qmm_t128.jsonl). Up to 32 rows: one M
     block covers them all (every weight tile is decoded once), 64 weight rows x 256 K per step
     as the MMA's A operand (swap), 4 warps, a 3-stage pipeline; 128 weight rows for very tall
-    matrices at 32+ rows where shared memory allows (28672x4096 Q4_K, 32 rows: 55 vs 70 us);
-    split K until the grid has 1.5 programs per SM. 65..128 rows (batched decode of many
-    streams, the prefill graph of a short turn after a cached prefix): one 128-row block and
-    two warpgroups, split K only up to one program per SM (128 rows, Q4_K: 28672x4096 120 vs
-    208 us with two 64-row blocks of 4 warps, 6144x4096 40 vs 83 us, 4096x14336 74 vs 143 us).
-    33..64 rows (one 64-row block; H200 sweep at 64 rows, benchmarks/session8/sweep_qmm_t64.jsonl,
-    Q4_K / Q4_0): 2 stages, tall matrices in 64-row tiles (28672x4096 87 / 97 us vs 106 / 115
-    with 128 rows and 3 stages); matrices of up to 16383 rows whose 32-row tiles fill 3/4 of the
-    SMs take 32 weight rows x 512 K per step (256 where 99 KB of shared memory would not hold
-    that), x as the A operand, no split (4096x4096 21 / 22 us vs 30 / 31, 4096x14336 69 / 72
-    vs 71 / 70).
+    matrices where shared memory allows (28672x4096 Q4_K, 32 rows: 55 vs 70 us); split K
+    until the grid has 1.5 programs per SM. 65..128 rows (batched decode of many streams, the
+    prefill graph of a short turn after a cached prefix): one 128-row block and two
+    warpgroups, split K only up to one program per SM (128 rows, Q4_K: 28672x4096 120 vs 208
+    us with two 64-row blocks of 4 warps, 6144x4096 40 vs 83 us, 4096x14336 74 vs 143 us).
+    33..64 rows: `_wave_config` for matrices of 16384+ rows and for those whose 32-row tiles
+    fill 3/4 of the SMs; smaller ones split K as up to 32 rows do.
     `smem` is the GPU's shared memory per block: 128 weight rows only where the measured
     32 x 128 tile fits with its 3 stages (not in 99 KB), and a config that needs more
     (`mm_smem`) steps down as `_smaller` does (2 stages, then fewer weight rows): on the
-    H200 the 128 x 128 tiles of 65+ rows run 2 stages (3 need 250-300 KB on sm_90), on 99 KB
-    RTX 30xx/40xx the tiles of 33+ rows do."""
+    H200 the 128 x 128 tiles of 65+ rows run 2 stages, on 99 KB RTX 30xx/40xx the tiles of
+    33+ rows do."""
     groups = k // 32
     big = t > 64
     bm = 128 if big else max(16, triton.next_power_of_2(t))
+    if bm == 64 and (n >= 16384 or 4 * triton.cdiv(n, 32) >= 3 * num_sms):
+        return _wave_config(fmt, n, groups, num_sms, smem, arch)
     ng = _largest_ng(8, groups)
     tall = MMConfig(32, 128, ng, stages=3)  # the measured tall tile, with its full pipeline
-    bn = 128 if n >= 16384 and bm >= 32 and mm_smem(fmt, tall) <= smem else 64
+    bn = 128 if n >= 16384 and bm >= 32 and mm_smem(fmt, tall, arch) <= smem else 64
     cfg = MMConfig(bm, bn, ng, warps=8 if big else 4, stages=3, swap=True)
-    one_wave = False
-    if bm == 64:  # 33..64 rows: 2 stages, 64-row tiles; rows of up to 16383 in 32-row tiles
-        cfg = replace(cfg, bn=64, stages=2)
-        one_wave = n < 16384 and 4 * triton.cdiv(n, 32) >= 3 * num_sms
-        if one_wave:  # 16 groups a step where it fits (not in 99 KB: 8, keeping 64 rows)
-            cfg = replace(cfg, bn=32, ng=_largest_ng(16, groups), swap=False)
-            if mm_smem(fmt, cfg) > smem:
-                cfg = replace(cfg, ng=ng)
-    while mm_smem(fmt, cfg) > smem and (smaller := _smaller(cfg)) is not None:
+    while mm_smem(fmt, cfg, arch) > smem and (smaller := _smaller(cfg)) is not None:
         cfg = smaller
     ctas = triton.cdiv(n, cfg.bn) * triton.cdiv(t, cfg.bm)
     split = 1
-    while (
-        not one_wave
-        and (ctas * split * 2 <= num_sms if big else 2 * ctas * split < 3 * num_sms)
-        and groups // (cfg.ng * split * 2) >= 2
-    ):
+    while (ctas * split * 2 <= num_sms if big else 2 * ctas * split < 3 * num_sms) and groups // (
+        cfg.ng * split * 2
+    ) >= 2:
         split *= 2
     return replace(cfg, split=split)
 
@@ -242,6 +282,7 @@ def kernel_constexprs(fmt: str, cfg: MMConfig, ng: int, atomic: bool, has_bias: 
         BM=cfg.bm, BN=cfg.bn, NG=ng, HAS_BIAS=has_bias,
         ATOMIC=atomic, PREC="ieee" if x_dtype == torch.float32 else "tf32", SWAP=cfg.swap,
         EMU=os.environ.get("TRITON_INTERPRET") == "1", STAGES=cfg.stages,
+        PREFETCH=cfg.prefetch,
     )  # fmt: skip
 
 
