@@ -156,27 +156,31 @@ def mm_smem(fmt: str, cfg: MMConfig, arch: int) -> int:
     return (cfg.stages - 1) * (x_tile + w_tile) + decoded
 
 
-# 33..64 rows, (groups per K step, stages) from the deepest pipeline down: `_wave_config`
-# takes the first whose programs are all resident at once (H100 sweep at 64 rows, weights read
-# from memory, benchmarks/session17/probe_qmm_neighbours_h100.jsonl)
-WAVE_STEPS = ((8, 4), (8, 3), (4, 4), (4, 3), (8, 2), (4, 2))
+# 17..64 rows, (groups per K step, stages) from the deepest pipeline down: `_wave_config`
+# takes the first whose programs are all resident at once (H100 sweeps at 32 and 64 rows,
+# weights read from memory, benchmarks/session17/probe_qmm_*_h100.jsonl)
+WAVE_STEPS = ((8, 4), (8, 3), (4, 3), (8, 2), (4, 2))
 
 
-def _wave_config(fmt: str, n: int, groups: int, num_sms: int, smem: int, arch: int) -> MMConfig:
-    """33..64 rows in one 64-row block, no split K: a program's K loop has little work per
-    step to hide its loads behind, so the latency is hidden by a deep pipeline and by other
-    programs on the SM. Take the deepest pipeline whose programs all fit on the GPU at once
-    (programs per SM from `mm_smem`; 32 weight rows below 16384 rows, x as the A operand;
-    64 then 128 above, weights as the A operand); where none fits, the fewest waves. H100, us,
-    the rule's pick against the previous heuristic: Q4_0 12288x4096 39.4 vs 70.4 (32 x 128
-    tiles, 3 stages: 384 programs at 3 per SM), 22016x4096 51.6 vs 92.6, 4096x11008 46.0 vs
-    87.0 (32 x 256 tiles, 3 stages); Q4_K 28672x4096 79.8 vs 85.2 (128 x 256, 2 stages),
-    4096x14336 64.0 vs 74.1; Q6_K 128256x4096 331 vs 356."""
+def _wave_config(
+    fmt: str, n: int, groups: int, bm: int, num_sms: int, smem: int, arch: int
+) -> MMConfig | None:
+    """17..64 rows in one block of bm = 32 / 64 rows, no split K. A program's K loop has
+    little work per step to hide its loads behind, so the latency is hidden by a deep pipeline
+    and by other programs on the SM: take the deepest pipeline at which all programs are
+    resident at once (programs per SM from `mm_smem`; 32 weight rows below 16384 rows with x
+    as the A operand, 64 then 128 above with the weights as the A operand, 128-row tiles
+    without the scale prefetch, which costs them registers). Where no config fits one wave:
+    for 64-row blocks the fewest waves (Q6_K 128256x4096: 331 vs 356 us), for 32-row blocks
+    None (the split-K heuristic measured better there). H100, 64 rows, us, this rule's pick
+    against the previous heuristic: Q4_0 12288x4096 39.3 vs 70.3 (32 x 128 tiles, 3 stages:
+    384 programs at 3 per SM), 22016x4096 51.6 vs 92.2, 4096x11008 45.8 vs 87.0; Q4_K
+    28672x4096 72.1 vs 85.6 (128 x 256, 2 stages), 4096x14336 64.1 vs 74.4."""
     min_ng = kernel_facts(fmt).min_k // 32
     best: tuple[int, MMConfig] | None = None
-    for bn in (32,) if n < 16384 else (64, 128):
-        for ng, stages in WAVE_STEPS:
-            cfg = MMConfig(64, bn, _largest_ng(max(ng, min_ng), groups), warps=4, stages=stages,
+    for ng, stages in WAVE_STEPS:
+        for bn in (32,) if n < 16384 else (64, 128):
+            cfg = MMConfig(bm, bn, _largest_ng(max(ng, min_ng), groups), warps=4, stages=stages,
                            swap=bn > 32, prefetch=bn <= 64)  # fmt: skip
             per_sm = (smem + 1024) // (mm_smem(fmt, cfg, arch) + 1024)
             if per_sm == 0:
@@ -186,8 +190,7 @@ def _wave_config(fmt: str, n: int, groups: int, num_sms: int, smem: int, arch: i
                 return cfg
             if best is None or waves < best[0]:
                 best = (waves, cfg)
-    assert best is not None, "no 64-row config fits in shared memory"
-    return best[1]
+    return best[1] if best is not None and bm == 64 else None
 
 
 def mm_config(fmt: str, n: int, k: int, t: int, num_sms: int, smem: int, arch: int) -> MMConfig:
@@ -200,8 +203,8 @@ def mm_config(fmt: str, n: int, k: int, t: int, num_sms: int, smem: int, arch: i
     prefill graph of a short turn after a cached prefix): one 128-row block and two
     warpgroups, split K only up to one program per SM (128 rows, Q4_K: 28672x4096 120 vs 208
     us with two 64-row blocks of 4 warps, 6144x4096 40 vs 83 us, 4096x14336 74 vs 143 us).
-    33..64 rows: `_wave_config` for matrices of 16384+ rows and for those whose 32-row tiles
-    fill 3/4 of the SMs; smaller ones split K as up to 32 rows do.
+    17..64 rows: `_wave_config` for matrices of 16384+ rows and for those whose 32-row tiles
+    fill 3/4 of the SMs; smaller ones split K as up to 16 rows do.
     `smem` is the GPU's shared memory per block: 128 weight rows only where the measured
     32 x 128 tile fits with its 3 stages (not in 99 KB), and a config that needs more
     (`mm_smem`) steps down as `_smaller` does (2 stages, then fewer weight rows): on the
@@ -210,8 +213,10 @@ def mm_config(fmt: str, n: int, k: int, t: int, num_sms: int, smem: int, arch: i
     groups = k // 32
     big = t > 64
     bm = 128 if big else max(16, triton.next_power_of_2(t))
-    if bm == 64 and (n >= 16384 or 4 * triton.cdiv(n, 32) >= 3 * num_sms):
-        return _wave_config(fmt, n, groups, num_sms, smem, arch)
+    if bm in (32, 64) and (n >= 16384 or 4 * triton.cdiv(n, 32) >= 3 * num_sms):
+        wave = _wave_config(fmt, n, groups, bm, num_sms, smem, arch)
+        if wave is not None:
+            return wave
     ng = _largest_ng(8, groups)
     tall = MMConfig(32, 128, ng, stages=3)  # the measured tall tile, with its full pipeline
     bn = 128 if n >= 16384 and bm >= 32 and mm_smem(fmt, tall, arch) <= smem else 64
