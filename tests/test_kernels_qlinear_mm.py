@@ -71,6 +71,9 @@ def test_qmm_heuristic_shapes() -> None:
     # nothing fits in one wave: the fewest waves (128 rows: 2 programs per SM)
     assert mm.mm_config("q6_k", 128256, 4096, 64, *h100).bn == 128
     assert mm.mm_config("q4_k", 1024, 4096, 64, *h100).split > 1  # 32 tiles: split K
+    # 17..32 rows: one wave for tall matrices only; the others keep split K
+    assert mm.mm_config("q4_0", 22016, 4096, 32, *h100) == MM(32, 64, 8, 1, 4, 3, True, True)
+    assert mm.mm_config("q4_k", 4096, 14336, 32, *h100).split > 1
 
 
 def test_qmm_shrinks_configs_that_do_not_fit(monkeypatch) -> None:

@@ -172,10 +172,13 @@ def _wave_config(
     as the A operand, 64 then 128 above with the weights as the A operand, 128-row tiles
     without the scale prefetch, which costs them registers). Where no config fits one wave:
     for 64-row blocks the fewest waves (Q6_K 128256x4096: 331 vs 356 us), for 32-row blocks
-    None (the split-K heuristic measured better there). H100, 64 rows, us, this rule's pick
-    against the previous heuristic: Q4_0 12288x4096 39.3 vs 70.3 (32 x 128 tiles, 3 stages:
-    384 programs at 3 per SM), 22016x4096 51.6 vs 92.2, 4096x11008 45.8 vs 87.0; Q4_K
-    28672x4096 72.1 vs 85.6 (128 x 256, 2 stages), 4096x14336 64.1 vs 74.4."""
+    None (the split-K heuristic measured better there). H100, weights read from memory, us,
+    this rule's pick against the previous heuristic (`probe_qmm.py --confirm`): 64 rows, Q4_0
+    12288x4096 39.3 vs 70.3 (32 x 128 tiles, 3 stages: 384 programs at 3 per SM), 22016x4096
+    51.6 vs 92.2, 4096x11008 45.8 vs 87.0; Q4_K 28672x4096 72.1 vs 85.6 (128 x 256, 2
+    stages), 4096x14336 64.1 vs 74.4. 32 rows: only matrices of 16384+ rows take it (Q4_0
+    22016x4096 49.5 vs 100.8); one wave of 32-row tiles lost to split K on the others
+    (Q4_K 4096x14336 102.4 vs 48.9)."""
     min_ng = kernel_facts(fmt).min_k // 32
     best: tuple[int, MMConfig] | None = None
     for ng, stages in WAVE_STEPS:
@@ -213,7 +216,8 @@ def mm_config(fmt: str, n: int, k: int, t: int, num_sms: int, smem: int, arch: i
     groups = k // 32
     big = t > 64
     bm = 128 if big else max(16, triton.next_power_of_2(t))
-    if bm in (32, 64) and (n >= 16384 or 4 * triton.cdiv(n, 32) >= 3 * num_sms):
+    fills = n >= 16384 or 4 * triton.cdiv(n, 32) >= 3 * num_sms  # 32-row tiles fill 3/4 of the SMs
+    if bm == 64 and fills or bm == 32 and n >= 16384:
         wave = _wave_config(fmt, n, groups, bm, num_sms, smem, arch)
         if wave is not None:
             return wave
