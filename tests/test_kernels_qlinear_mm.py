@@ -66,8 +66,8 @@ def test_qmm_heuristic_shapes() -> None:
     assert mm.mm_config("q4_0", 22016, 4096, 64, *h100) == MM(64, 64, 4, 1, 4, 3, True, True)
     # 99 KB (sm_86 / sm_89 allocation): one 32-row program per SM, 3 stages
     assert mm.mm_config("q4_0", 4096, 4096, 64, 128, 99 * 1024, 89) == MM(
-        64, 32, 8, 1, 4, 3, False, True
-    )
+        64, 32, 8, 1, 4, 3, False, False
+    )  # no scale prefetch below sm_90
     # nothing fits in one wave: the fewest waves (128 rows: 2 programs per SM)
     assert mm.mm_config("q6_k", 128256, 4096, 64, *h100).bn == 128
     assert mm.mm_config("q4_k", 1024, 4096, 64, *h100).split > 1  # 32 tiles: split K

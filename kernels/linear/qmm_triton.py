@@ -169,8 +169,9 @@ def _wave_config(
     little work per step to hide its loads behind, so the latency is hidden by a deep pipeline
     and by other programs on the SM: take the deepest pipeline at which all programs are
     resident at once (programs per SM from `mm_smem`; 32 weight rows below 16384 rows with x
-    as the A operand, 64 then 128 above with the weights as the A operand, 128-row tiles
-    without the scale prefetch, which costs them registers). Where no config fits one wave:
+    as the A operand, 64 then 128 above with the weights as the A operand; the scale prefetch
+    only on sm_90 and not for 128-row tiles: it costs registers, and on sm_86 / sm_89, where
+    these tiles already take 255, it made 38 configs spill, unmeasured there). Where no config fits one wave:
     for 64-row blocks the fewest waves (Q6_K 128256x4096: 331 vs 356 us), for 32-row blocks
     None (the split-K heuristic measured better there). H100, weights read from memory, us,
     this rule's pick against the previous heuristic (`probe_qmm.py --confirm`): 64 rows, Q4_0
@@ -184,7 +185,7 @@ def _wave_config(
     for ng, stages in WAVE_STEPS:
         for bn in (32,) if n < 16384 else (64, 128):
             cfg = MMConfig(bm, bn, _largest_ng(max(ng, min_ng), groups), warps=4, stages=stages,
-                           swap=bn > 32, prefetch=bn <= 64)  # fmt: skip
+                           swap=bn > 32, prefetch=bn <= 64 and arch >= 90)  # fmt: skip
             per_sm = (smem + 1024) // (mm_smem(fmt, cfg, arch) + 1024)
             if per_sm == 0:
                 continue
