@@ -11,7 +11,9 @@ a word's 8 fields two at a time in packed fp16 (`(word & 0x000F000F) | 0x6400640
 pair (1024 + field s, 1024 + field s + 4), one subtract and one f16x2 fma apply the zero
 point, scale and min: ~2 instructions per weight, see `quant/h2_asm.deq_asm`), then arranges them in K
 order so that the tile is stored to shared memory in 16-byte vectors without bank conflicts
-and the x tile needs no permutation. One `tl.dot` per step multiplies the two on the tensor
+and the x tile needs no permutation. With `MMConfig.prefetch` the scales of the next step are
+loaded into registers a step ahead (they are 2-byte loads that `cp.async` cannot pipeline, so
+otherwise each step waits for them). One `tl.dot` per step multiplies the two on the tensor
 cores (weights as the A operand), so every weight byte is read from memory once per BM rows.
 Q5_K, Q8_0, bf16/fp32 activations and the interpreter use the plain fp32 decode. The
 format-specific parts (plane pointers, loads, the decode) are each format's `mm_ptrs`,
@@ -143,7 +145,7 @@ def _largest_ng(ng: int, groups: int) -> int:
 def mm_smem(fmt: str, cfg: MMConfig, arch: int) -> int:
     """Shared memory of a launch with fp16 / bf16 x on sm_`arch`, bytes, as Triton 3.6-3.9
     allocates it (`scripts/check_consumer_configs.py` compiles every choice and checks the
-    real figure; within ~3% of it on sm_86 / sm_89 / sm_90). sm_8x: `stages - 1` buffers of
+    real figure; exact on sm_86 / sm_89, within ~6% on sm_90). sm_8x: `stages - 1` buffers of
     the x tile and of the packed weight tile in flight, and the decoded [BN, NG * 32] fp16
     operand of the MMA. sm_90 (wgmma): `stages` x buffers, and a swapped config's decoded
     weights reach the MMA from registers (A operand), so they take no shared memory."""
@@ -169,17 +171,17 @@ def _wave_config(
     little work per step to hide its loads behind, so the latency is hidden by a deep pipeline
     and by other programs on the SM: take the deepest pipeline at which all programs are
     resident at once (programs per SM from `mm_smem`; 32 weight rows below 16384 rows with x
-    as the A operand, 64 then 128 above with the weights as the A operand; the scale prefetch
-    only on sm_90 and not for 128-row tiles: it costs registers, and on sm_86 / sm_89, where
-    these tiles already take 255, it made 38 configs spill, unmeasured there). Where no config fits one wave:
-    for 64-row blocks the fewest waves (Q6_K 128256x4096: 331 vs 356 us), for 32-row blocks
-    None (the split-K heuristic measured better there). H100, weights read from memory, us,
-    this rule's pick against the previous heuristic (`probe_qmm.py --confirm`): 64 rows, Q4_0
-    12288x4096 39.3 vs 70.3 (32 x 128 tiles, 3 stages: 384 programs at 3 per SM), 22016x4096
-    51.6 vs 92.2, 4096x11008 45.8 vs 87.0; Q4_K 28672x4096 72.1 vs 85.6 (128 x 256, 2
+    as the A operand, 64 then 128 above with the weights as the A operand). The scale
+    prefetch is on for sm_90 tiles of up to 64 weight rows: it costs registers (on sm_86 / sm_89,
+    where these tiles already take 255, it made 38 configs spill; not measured there). Where no
+    config fits one wave: for 64-row blocks the fewest waves (Q6_K 128256x4096: 331 vs 356 us),
+    for 32-row blocks None (the split-K heuristic measured better there). H100, weights read
+    from memory, us, this rule's pick against the previous heuristic (`probe_qmm.py --confirm`):
+    64 rows, Q4_0 12288x4096 39.3 vs 70.3 (32 x 128 tiles, 3 stages: 384 programs at 3 per SM),
+    22016x4096 51.6 vs 92.2, 4096x11008 45.8 vs 87.0; Q4_K 28672x4096 72.1 vs 85.6 (128 x 256, 2
     stages), 4096x14336 64.1 vs 74.4. 32 rows: only matrices of 16384+ rows take it (Q4_0
-    22016x4096 49.5 vs 100.8); one wave of 32-row tiles lost to split K on the others
-    (Q4_K 4096x14336 102.4 vs 48.9)."""
+    22016x4096 49.5 vs 100.8); one wave of 32-row tiles lost to split K on the others (Q4_K
+    4096x14336 102.4 vs 48.9)."""
     min_ng = kernel_facts(fmt).min_k // 32
     best: tuple[int, MMConfig] | None = None
     for ng, stages in WAVE_STEPS:
@@ -212,8 +214,8 @@ def mm_config(fmt: str, n: int, k: int, t: int, num_sms: int, smem: int, arch: i
     `smem` is the GPU's shared memory per block: 128 weight rows only where the measured
     32 x 128 tile fits with its 3 stages (not in 99 KB), and a config that needs more
     (`mm_smem`) steps down as `_smaller` does (2 stages, then fewer weight rows): on the
-    H200 the 128 x 128 tiles of 65+ rows run 2 stages, on 99 KB RTX 30xx/40xx the tiles of
-    33+ rows do."""
+    H200 the 128 x 128 tiles of 65+ rows run 2 stages, and so do most tiles on 99 KB RTX
+    30xx/40xx."""
     groups = k // 32
     big = t > 64
     bm = 128 if big else max(16, triton.next_power_of_2(t))
@@ -230,9 +232,12 @@ def mm_config(fmt: str, n: int, k: int, t: int, num_sms: int, smem: int, arch: i
         cfg = smaller
     ctas = triton.cdiv(n, cfg.bn) * triton.cdiv(t, cfg.bm)
     split = 1
-    while (ctas * split * 2 <= num_sms if big else 2 * ctas * split < 3 * num_sms) and groups // (
-        cfg.ng * split * 2
-    ) >= 2:
+
+    def wants_more(split: int) -> bool:  # too few programs, and K left to split
+        few = ctas * split * 2 <= num_sms if big else 2 * ctas * split < 3 * num_sms
+        return few and groups // (cfg.ng * split * 2) >= 2
+
+    while wants_more(split):
         split *= 2
     return replace(cfg, split=split)
 
