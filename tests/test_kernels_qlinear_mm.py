@@ -138,3 +138,36 @@ def test_split_k_leaves_its_workspace_zeroed() -> None:
         torch.testing.assert_close(out, ref, rtol=1e-3, atol=1e-3 * ref.abs().max().item())
     assert all(int(b.abs().sum()) == 0 for b in mm._WORKSPACE.buffers())
     assert all(int(b.abs().sum()) == 0 for b in mm._COUNTERS.buffers())
+
+
+@pytest.mark.parametrize("fmt_qtype", [QT.Q4_0, QT.Q4_K], ids=lambda q: q.name)
+def test_qmm_scale_prefetch_one_step(fmt_qtype: QT) -> None:
+    """The scale prefetch when a program has one K step only (K = 256, 8 groups a step): the
+    prefetch of the step after the last reloads the same scales, the result is unchanged."""
+    fmt = KERNEL_QTYPES[fmt_qtype]
+    w = pack_weight(random_raw(fmt_qtype, 40, 256, seed=5))
+    x = torch.randn(17, 256, generator=torch.Generator().manual_seed(5))
+    planes = [w.tensors[p] for p in kernel_facts(fmt).planes]
+    ref = qlinear_ref(x, w, None)
+    for split in (1, 2):  # two splits of Q4_0's 8 groups: one 4-group step each
+        cfg = mm.MMConfig(32, 32, 8 if split == 1 else 4, split=split, stages=2, prefetch=True)
+        out = mm.qmm_launch(x, planes, fmt, 40, None, cfg)
+        torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4 * ref.abs().max().item())
+
+
+def test_qmm_smem_follows_the_arch() -> None:
+    """`mm_smem` against what Triton 3.6 allocated when these configs were compiled (sm_90:
+    `stages` x buffers, swapped weights in registers; sm_86: `stages - 1`, the decoded tile in
+    shared memory), to within 8% (sm_90 swapped 128-row tiles: 82 vs 89 KB)."""
+    MM = mm.MMConfig
+    compiled = [  # (format, config, arch, bytes allocated)
+        ("q4_k", MM(64, 32, 8, stages=2), 90, 85 * 1024),
+        ("q4_k", MM(64, 32, 8, stages=3), 90, 121 * 1024),
+        ("q4_k", MM(64, 128, 8, stages=2, swap=True), 90, 89 * 1024),
+        ("q4_0", MM(64, 32, 4, stages=3), 90, 61 * 1024),
+        ("q4_k", MM(64, 32, 8, stages=2), 86, 52 * 1024),
+        ("q4_k", MM(64, 128, 8, stages=2, swap=True), 86, 112 * 1024),
+        ("q6_k", MM(64, 32, 8, stages=3), 86, 92 * 1024),
+    ]
+    for fmt, cfg, arch, real in compiled:
+        assert abs(mm.mm_smem(fmt, cfg, arch) - real) <= 0.08 * real, (fmt, cfg, arch)
