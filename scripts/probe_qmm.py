@@ -5,16 +5,18 @@ others; optionally next to another version of the module (`--old path/to/module.
 Usage: python3 scripts/probe_qmm.py [--ts 16,32] [--fmts q4_k,q6_k] [--old FILE] [--sweep]
        python3 scripts/probe_qmm.py --ts 32,64 --neighbours [--budget 400]
        python3 scripts/probe_qmm.py --ts 40,64 --confirm --old .carry/old/kernels/linear/qmm_triton.py
-Prints us per call, GB/s and % of 4.1 TB/s for the packed weight bytes. `--neighbours` times the
-heuristic's config against its neighbours (the scale prefetch toggled, stages, groups per step,
-weight rows, warps, operand order, split K), each checked against the heuristic's output. `--confirm` times, on this kernel, the config the
-`--old` module's heuristic picks against this heuristic's, with and without the scale prefetch.
+Prints us per call, GB/s and % of 4.1 TB/s for the packed weight bytes. `--neighbours` times
+the heuristic's config against its neighbours (the scale prefetch toggled, stages, groups per
+step, weight rows, warps, operand order, split K), each checked against the heuristic's output.
+`--confirm` times, on this kernel, the config the `--old` module's heuristic picks against this
+heuristic's, with and without the scale prefetch.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import inspect
 import itertools
 import json
 import os
@@ -98,10 +100,17 @@ def run_neighbours(fmt, n, k, t, w, copies, sms, smem, arch, deadline) -> None:
             f.write(json.dumps(rec) + "\n")
 
 
+def old_config(old, fmt, n, k, t, sms, smem, arch):
+    """The `--old` module's pick (its `mm_config` took no arch before session 17)."""
+    if "arch" in inspect.signature(old.mm_config).parameters:
+        return old.mm_config(fmt, n, k, t, sms, smem, arch)
+    return old.mm_config(fmt, n, k, t, sms, smem)
+
+
 def run_confirm(old, fmt, n, k, t, w, copies, sms, smem, arch) -> None:
     x = torch.randn(t, k, device="cuda").half()
     cfg = mm.mm_config(fmt, n, k, t, sms, smem, arch)
-    ocfg = mm.MMConfig(**old.mm_config(fmt, n, k, t, sms, smem).__dict__)
+    ocfg = mm.MMConfig(**old_config(old, fmt, n, k, t, sms, smem, arch).__dict__)
     ref = mm.qmm_launch(x, copies[0], fmt, n, None, ocfg).float()
     line, res = f"{fmt} {n}x{k} T={t}:", []
     for tag, c in (("old", ocfg), ("new", cfg), ("new-pf" + "-+"[not cfg.prefetch],
@@ -132,6 +141,8 @@ def main() -> None:
     ap.add_argument("--confirm", action="store_true", help="needs --old")
     ap.add_argument("--budget", type=float, default=1e9, help="seconds (--neighbours)")
     a = ap.parse_args()
+    if a.confirm and not a.old:
+        ap.error("--confirm needs --old FILE (an older qmm_triton.py)")
     deadline = time.time() + a.budget
     old = None
     if a.old:
@@ -159,7 +170,7 @@ def main() -> None:
                 ref = mm.qmm_launch(x, copies[0], fmt, n, None, cfg).float()
                 line = f"{fmt} {n}x{k} T={t}:"
                 if old is not None:
-                    ocfg = old.mm_config(fmt, n, k, t, sms, smem)
+                    ocfg = old_config(old, fmt, n, k, t, sms, smem, arch)
                     o = old.qmm_launch(x, copies[0], fmt, n, None, ocfg).float()
                     us = time_us(old, x, copies, fmt, n, ocfg)
                     line += f" old {us:.1f} us ({w.nbytes / us / 1e3 / PEAK_BW * 1e9:.0%})"
