@@ -23,6 +23,7 @@ format-specific parts (plane pointers, loads, the decode) are each format's `mm_
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, replace
 
@@ -199,6 +200,8 @@ def _wave_config(
     return best[1] if best is not None and bm == 64 else None
 
 
+# every eager launch asks (the 17..64-row search costs ~40 us of Python); configs are frozen
+@functools.lru_cache(maxsize=4096)
 def mm_config(fmt: str, n: int, k: int, t: int, num_sms: int, smem: int, arch: int) -> MMConfig:
     """Heuristic from the H200 sweeps (scripts/probe_qmm.py, weights from memory, CUDA-graph
     timing; benchmarks/probe_qmm_session4.jsonl, probe_qmm_t128.jsonl). Up to 32 rows: one M
