@@ -5,11 +5,14 @@ others; optionally next to another version of the module (`--old path/to/module.
 Usage: python3 scripts/probe_qmm.py [--ts 16,32] [--fmts q4_k,q6_k] [--old FILE] [--sweep]
        python3 scripts/probe_qmm.py --ts 32,64 --neighbours [--budget 400]
        python3 scripts/probe_qmm.py --ts 40,64 --confirm --old .carry/old/kernels/linear/qmm_triton.py
+       python3 scripts/probe_qmm.py --configs FILE.jsonl [--warm 8]
 Prints us per call, GB/s and % of 4.1 TB/s for the packed weight bytes. `--neighbours` times
 the heuristic's config against its neighbours (the scale prefetch toggled, stages, groups per
 step, weight rows, warps, operand order, split K), each checked against the heuristic's output.
 `--confirm` times, on this kernel, the config the `--old` module's heuristic picks against this
-heuristic's, with and without the scale prefetch.
+heuristic's, with and without the scale prefetch. `--configs` times the heuristic's config and
+each listed one (JSON lines of fmt, n, k, t, cfg: `MMConfig` fields) for every (fmt, n, k, t) the
+file names; `--warm N` first compiles them in N processes (Triton's disk cache is shared).
 """
 
 from __future__ import annotations
@@ -125,6 +128,61 @@ def run_confirm(old, fmt, n, k, t, w, copies, sms, smem, arch) -> None:
         f.write(json.dumps({"fmt": fmt, "n": n, "k": k, "t": t, "runs": res}) + "\n")
 
 
+def _warm(jobs: list) -> int:
+    """Compile (launch once) every listed config of one worker's share."""
+    done, weights = 0, {}
+    for fmt, n, k, t, cfg in jobs:
+        if (fmt, n, k) not in weights:
+            w = random_weight(fmt, n, k)
+            weights[(fmt, n, k)] = [w.tensors[p] for p in kernel_facts(fmt).planes]
+        x = torch.randn(t, k, device="cuda").half()
+        try:
+            mm.qmm_launch(x, weights[(fmt, n, k)], fmt, n, None, mm.MMConfig(**cfg))
+            done += 1
+        except Exception:  # noqa: BLE001, S112 - the timing pass reports it
+            continue
+    torch.cuda.synchronize()
+    return done
+
+
+def run_configs(path: str, warm: int, sms: int, smem: int, arch: int) -> None:
+    rows = [json.loads(line) for line in open(path) if line.strip()]
+    jobs = [(r["fmt"], r["n"], r["k"], r["t"], r["cfg"]) for r in rows]
+    if warm > 1:
+        import multiprocessing
+
+        shares = [jobs[i::warm] for i in range(warm)]
+        with multiprocessing.get_context("spawn").Pool(warm) as pool:
+            print(f"compiled {sum(pool.map(_warm, shares))} of {len(jobs)}", flush=True)
+    by_shape: dict = {}
+    for fmt, n, k, t, cfg in jobs:
+        by_shape.setdefault((fmt, n, k), {}).setdefault(t, []).append(mm.MMConfig(**cfg))
+    out = os.path.join(os.environ.get("OUT", "."), "probe_qmm_configs.jsonl")
+    for (fmt, n, k), per_t in by_shape.items():
+        w, copies = cold_copies(fmt, n, k)
+        for t, cfgs in per_t.items():
+            x = torch.randn(t, k, device="cuda").half()
+            heur = mm.mm_config(fmt, n, k, t, sms, smem, arch)
+            ref = mm.qmm_launch(x, copies[0], fmt, n, None, heur).float()
+            res = []
+            for c in [heur] + [c for c in cfgs if c != heur]:
+                try:
+                    o = mm.qmm_launch(x, copies[0], fmt, n, None, c).float()
+                    err = ((o - ref).abs().max() / ref.abs().max()).item()
+                    res.append((time_us(mm, x, copies, fmt, n, c), c, err))
+                except Exception as e:  # noqa: BLE001 - configs that do not compile or fit
+                    print(f"   {c}: {type(e).__name__}", flush=True)
+            best = min(res, key=lambda r: r[0])
+            print(f"{fmt} {n}x{k} T={t}: heuristic {res[0][0]:.1f} us, best {best[0]:.1f} us "
+                  f"({w.nbytes / best[0] / 1e3 / PEAK_BW * 1e9:.0%}) {best[1]} err {best[2]:.0e}",
+                  flush=True)  # fmt: skip
+            with open(out, "a") as f:
+                for us, c, err in res:
+                    rec = {"fmt": fmt, "n": n, "k": k, "t": t, "us": us, "err": err,
+                           "cfg": c.__dict__, "heuristic": c == heur}  # fmt: skip
+                    f.write(json.dumps(rec) + "\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--ts", default="32")
@@ -140,6 +198,8 @@ def main() -> None:
     ap.add_argument("--neighbours", action="store_true")
     ap.add_argument("--confirm", action="store_true", help="needs --old")
     ap.add_argument("--budget", type=float, default=1e9, help="seconds (--neighbours)")
+    ap.add_argument("--configs", default="", help="time these configs (JSON lines)")
+    ap.add_argument("--warm", type=int, default=0, help="--configs: compile in N processes first")
     a = ap.parse_args()
     if a.confirm and not a.old:
         ap.error("--confirm needs --old FILE (an older qmm_triton.py)")
@@ -152,6 +212,9 @@ def main() -> None:
         spec.loader.exec_module(old)
     props = device_props(torch.device("cuda"))
     sms, smem, arch = props.sm_count, props.smem_per_block, props.arch
+    if a.configs:
+        run_configs(a.configs, a.warm, sms, smem, arch)
+        return
     for fmt in a.fmts.split(","):
         for n, k in SHAPES[fmt]:
             if a.shapes and f"{n}x{k}" not in a.shapes.split(","):
