@@ -60,20 +60,29 @@ def test_qmm_heuristic_shapes() -> None:
     MM = mm.MMConfig
     h100 = (132, 227 * 1024, 90)
     assert mm.mm_config("q4_k", 28672, 4096, 64, *h100) == MM(64, 128, 8, 1, 4, 2, True, False)
-    assert mm.mm_config("q4_k", 4096, 4096, 40, *h100) == MM(64, 32, 8, 1, 4, 4, False, True)
-    # Q4_0 12288 rows: 384 programs of 32 rows fit at 3 per SM only with 128-K steps
-    assert mm.mm_config("q4_0", 12288, 4096, 64, *h100) == MM(64, 32, 4, 1, 4, 3, False, True)
     assert mm.mm_config("q4_0", 22016, 4096, 64, *h100) == MM(64, 64, 4, 1, 4, 3, True, True)
-    # 99 KB (sm_86 / sm_89 allocation): one 32-row program per SM, 3 stages
+    # below 16384 rows: 64 x 64 tiles, split K to two programs per SM (64 tiles x 4 splits)
+    assert mm.mm_config("q4_k", 4096, 14336, 64, *h100) == MM(64, 64, 8, 4, 4, 2, True, True)
+    assert mm.mm_config("q4_0", 4096, 4096, 40, *h100) == MM(64, 64, 4, 4, 4, 4, True, True)
+    # 192 tiles: no split, 128-K steps let 2 programs per SM keep 4 stages
+    assert mm.mm_config("q4_0", 12288, 4096, 64, *h100) == MM(64, 64, 4, 1, 4, 4, True, True)
+    # 16 tiles x 8 splits: one program per SM, two warpgroups
+    assert mm.mm_config("q6_k", 1024, 4096, 64, *h100) == MM(64, 64, 8, 8, 8, 4, True, True)
+    # 99 KB (sm_86 / sm_89 allocation): 256 programs on 128 SMs are resident at 2 stages
     assert mm.mm_config("q4_0", 4096, 4096, 64, 128, 99 * 1024, 89) == MM(
-        64, 32, 8, 1, 4, 3, False, False
+        64, 64, 4, 4, 4, 2, True, False
     )  # no scale prefetch below sm_90
     # nothing fits in one wave: the fewest waves (128 rows: 2 programs per SM)
     assert mm.mm_config("q6_k", 128256, 4096, 64, *h100).bn == 128
-    assert mm.mm_config("q4_k", 1024, 4096, 64, *h100).split > 1  # 32 tiles: split K
-    # 17..32 rows: one wave for tall matrices only; the others keep split K
+    # 17..32 rows: one wave for tall matrices only; the others keep split K, 4 stages where
+    # all programs stay resident with them, the scale prefetch on sm_90
     assert mm.mm_config("q4_0", 22016, 4096, 32, *h100) == MM(32, 64, 8, 1, 4, 3, True, True)
-    assert mm.mm_config("q4_k", 4096, 14336, 32, *h100).split > 1
+    assert mm.mm_config("q4_k", 4096, 14336, 32, *h100) == MM(32, 64, 8, 4, 4, 4, True, True)
+    assert mm.mm_config("q4_k", 6144, 4096, 32, *h100) == MM(32, 64, 8, 4, 4, 3, True, True)
+    assert mm.mm_config("q4_k", 6144, 4096, 32, 128, 99 * 1024, 89).prefetch is False
+    # up to 16 rows: the prefetch for 4-bit formats only (Q6_K measured slower with it)
+    assert mm.mm_config("q4_k", 4096, 14336, 16, *h100).prefetch
+    assert not mm.mm_config("q6_k", 4096, 14336, 16, *h100).prefetch
 
 
 def test_qmm_shrinks_configs_that_do_not_fit(monkeypatch) -> None:

@@ -161,38 +161,64 @@ def mm_smem(fmt: str, cfg: MMConfig, arch: int) -> int:
 
 # 17..64 rows, (groups per K step, stages) from the deepest pipeline down: `_wave_config`
 # takes the first whose programs are all resident at once (H100 sweeps at 32 and 64 rows,
-# weights read from memory, benchmarks/session17/probe_qmm_*_h100.jsonl)
+# weights read from memory, benchmarks/session17/probe_qmm_*_h100.jsonl); the 33..64-row
+# split-K tiles below 16384 rows also try 4 groups at 4 stages before 3 stages (H200,
+# benchmarks/session18: Q4_0 4096x4096 19.6 us vs 23.8 at 8 groups, 2 splits, 3 stages)
 WAVE_STEPS = ((8, 4), (8, 3), (4, 3), (8, 2), (4, 2))
+SPLIT_WAVE_STEPS = ((8, 4), (8, 3), (4, 4), (4, 3), (8, 2), (4, 2))
+MAX_WAVE_SPLIT = 8  # K splits of a 33..64-row launch
+
+
+def _per_sm(fmt: str, cfg: MMConfig, smem: int, arch: int) -> int:
+    """Programs of `cfg` resident on one SM by shared memory (1 KB reserved per block)."""
+    return (smem + 1024) // (mm_smem(fmt, cfg, arch) + 1024)
+
+
+def _wave_split(n: int, groups: int, bn: int, ng: int, num_sms: int) -> int:
+    """K splits of a 33..64-row tile below 16384 rows: the most (a power of 2, at most
+    `MAX_WAVE_SPLIT`) that keep the grid within two programs per SM and each split at least
+    two K steps long."""
+    tiles, split = triton.cdiv(n, bn), 1
+    while (split * 2 <= MAX_WAVE_SPLIT and tiles * split * 2 <= 2 * num_sms
+           and groups // (ng * split * 2) >= 2):  # fmt: skip
+        split *= 2
+    return split
 
 
 def _wave_config(
     fmt: str, n: int, groups: int, bm: int, num_sms: int, smem: int, arch: int
 ) -> MMConfig | None:
-    """17..64 rows in one block of bm = 32 / 64 rows, no split K. A program's K loop has
-    little work per step to hide its loads behind, so the latency is hidden by a deep pipeline
-    and by other programs on the SM: take the deepest pipeline at which all programs are
-    resident at once (programs per SM from `mm_smem`; 32 weight rows below 16384 rows with x
-    as the A operand, 64 then 128 above with the weights as the A operand). The scale
-    prefetch is on for sm_90 tiles of up to 64 weight rows: it costs registers (on sm_86 / sm_89,
-    where these tiles already take 255, it made 38 configs spill; not measured there). Where no
-    config fits one wave: for 64-row blocks the fewest waves (Q6_K 128256x4096: 331 vs 356 us),
-    for 32-row blocks None (the split-K heuristic measured better there). H100, weights read
-    from memory, us, this rule's pick against the previous heuristic (`probe_qmm.py --confirm`):
-    64 rows, Q4_0 12288x4096 39.3 vs 70.3 (32 x 128 tiles, 3 stages: 384 programs at 3 per SM),
-    22016x4096 51.6 vs 92.2, 4096x11008 45.8 vs 87.0; Q4_K 28672x4096 72.1 vs 85.6 (128 x 256, 2
-    stages), 4096x14336 64.1 vs 74.4. 32 rows: only matrices of 16384+ rows take it (Q4_0
-    22016x4096 49.5 vs 100.8); one wave of 32-row tiles lost to split K on the others (Q4_K
-    4096x14336 102.4 vs 48.9)."""
+    """17..64 rows in one block of bm = 32 / 64 rows. A program's K loop has little work per
+    step to hide its loads behind, so the latency is hidden by a deep pipeline and by other
+    programs on the SM: take the deepest pipeline at which all programs are resident at once
+    (programs per SM from `mm_smem`). Matrices of 16384+ rows: 64 then 128 weight rows as the
+    A operand (swap), no split K. Below 16384 rows (64-row blocks only): 64 weight rows as the
+    A operand and split K (`_wave_split`), two warpgroups where that leaves at most one
+    program per SM. The scale prefetch is on for sm_90 tiles of up to 64 weight rows: it
+    costs registers (on sm_86 / sm_89, where these tiles already take 255, it made 38 configs
+    spill; not measured there). Where no config fits one wave: for 64-row blocks the fewest
+    waves (Q6_K 128256x4096: 331 vs 356 us), for 32-row blocks None (split K, `mm_config`).
+    H100, weights read from memory, us, against the previous heuristic (`probe_qmm.py
+    --confirm`): 64 rows, 22016x4096 Q4_0 51.6 vs 92.2; Q4_K 28672x4096 72.1 vs 85.6 (128 x
+    256, 2 stages); 32 rows, Q4_0 22016x4096 49.5 vs 100.8. H200, 64 rows, the split-K tiles
+    against the 32 x 64 tiles without split (x as the A operand) they replaced
+    (benchmarks/session18): Q4_K 4096x14336 49.3 vs 67.5 us (4 splits, 2 stages), Q6_K
+    4096x14336 50.8 vs 79.4, Q4_0 4096x11008 34.8 vs 47.2 (4 groups a step, 4 splits, 4
+    stages), 12288x4096 37.8 vs 40.3, 4096x4096 19.6 vs 20.8, Q4_K 6144x4096 30.9 vs 33.6."""
     min_ng = kernel_facts(fmt).min_k // 32
+    tall = n >= 16384
     best: tuple[int, MMConfig] | None = None
-    for ng, stages in WAVE_STEPS:
-        for bn in (32,) if n < 16384 else (64, 128):
-            cfg = MMConfig(bm, bn, _largest_ng(max(ng, min_ng), groups), warps=4, stages=stages,
-                           swap=bn > 32, prefetch=bn <= 64 and arch >= 90)  # fmt: skip
-            per_sm = (smem + 1024) // (mm_smem(fmt, cfg, arch) + 1024)
+    for ng, stages in WAVE_STEPS if tall else SPLIT_WAVE_STEPS:
+        ng = _largest_ng(max(ng, min_ng), groups)
+        for bn in (64, 128) if tall else (64,):
+            split = 1 if tall else _wave_split(n, groups, bn, ng, num_sms)
+            programs = triton.cdiv(n, bn) * split
+            cfg = MMConfig(bm, bn, ng, split, warps=8 if programs <= num_sms and not tall else 4,
+                           stages=stages, swap=True, prefetch=bn <= 64 and arch >= 90)  # fmt: skip
+            per_sm = _per_sm(fmt, cfg, smem, arch)
             if per_sm == 0:
                 continue
-            waves = triton.cdiv(triton.cdiv(n, bn), per_sm * num_sms)
+            waves = triton.cdiv(programs, per_sm * num_sms)
             if waves == 1:
                 return cfg
             if best is None or waves < best[0]:
@@ -204,33 +230,35 @@ def _wave_config(
 @functools.lru_cache(maxsize=4096)
 def mm_config(fmt: str, n: int, k: int, t: int, num_sms: int, smem: int, arch: int) -> MMConfig:
     """Heuristic from the H200 sweeps (scripts/probe_qmm.py, weights from memory, CUDA-graph
-    timing; benchmarks/probe_qmm_session4.jsonl, probe_qmm_t128.jsonl). Up to 32 rows: one M
-    block covers them all (every weight tile is decoded once), 64 weight rows x 256 K per step
-    as the MMA's A operand (swap), 4 warps, a 3-stage pipeline; 128 weight rows for very tall
-    matrices where shared memory allows (28672x4096 Q4_K, 32 rows: 55 vs 70 us); split K
-    until the grid has 1.5 programs per SM. 65..128 rows (batched decode of many streams, the
-    prefill graph of a short turn after a cached prefix): one 128-row block and two
-    warpgroups, split K only up to one program per SM (128 rows, Q4_K: 28672x4096 120 vs 208
-    us with two 64-row blocks of 4 warps, 6144x4096 40 vs 83 us, 4096x14336 74 vs 143 us).
-    17..64 rows: `_wave_config` for matrices of 16384+ rows and for those whose 32-row tiles
-    fill 3/4 of the SMs; smaller ones split K as up to 16 rows do.
-    `smem` is the GPU's shared memory per block: 128 weight rows only where the measured
-    32 x 128 tile fits with its 3 stages (not in 99 KB), and a config that needs more
-    (`mm_smem`) steps down as `_smaller` does (2 stages, then fewer weight rows): on the
+    timing; benchmarks/probe_qmm_session4.jsonl, probe_qmm_t128.jsonl, session18/). Up to 32
+    rows: one M block covers them all (every weight tile is decoded once), 64 weight rows x
+    256 K per step as the MMA's A operand (swap), 4 warps, a 3-stage pipeline; 128 weight rows
+    for very tall matrices where shared memory allows (28672x4096 Q4_K, 32 rows: 55 vs 70 us);
+    split K until the grid has 1.5 programs per SM. On sm_90 the scale prefetch is on for
+    4-bit formats up to 16 rows (Q4_K 4096x14336 29.0 vs 33.2 us; Q6_K 41.9 vs 34.3, off) and
+    for all formats at 17..32 rows, with a 4-stage pipeline where all programs stay resident
+    (Q4_K 4096x14336 39.5 vs 48.6, Q4_0 4096x4096 15.2 vs 18.5). 65..128 rows (batched decode
+    of many streams, the prefill graph of a short turn after a cached prefix): one 128-row
+    block and two warpgroups, split K only up to one program per SM (128 rows, Q4_K:
+    28672x4096 120 vs 208 us with two 64-row blocks of 4 warps, 6144x4096 40 vs 83 us,
+    4096x14336 74 vs 143 us). 33..64 rows, and 17..32 rows of matrices of 16384+ rows:
+    `_wave_config`. `smem` is the GPU's shared memory per block: 128 weight rows only where
+    the measured 32 x 128 tile fits with its 3 stages (not in 99 KB), and a config that needs
+    more (`mm_smem`) steps down as `_smaller` does (2 stages, then fewer weight rows): on the
     H200 the 128 x 128 tiles of 65+ rows run 2 stages, and so do most tiles on 99 KB RTX
     30xx/40xx."""
     groups = k // 32
     big = t > 64
     bm = 128 if big else max(16, triton.next_power_of_2(t))
-    fills = n >= 16384 or 4 * triton.cdiv(n, 32) >= 3 * num_sms  # 32-row tiles fill 3/4 of the SMs
-    if bm == 64 and fills or bm == 32 and n >= 16384:
+    if bm == 64 or bm == 32 and n >= 16384:
         wave = _wave_config(fmt, n, groups, bm, num_sms, smem, arch)
         if wave is not None:
             return wave
     ng = _largest_ng(8, groups)
     tall = MMConfig(32, 128, ng, stages=3)  # the measured tall tile, with its full pipeline
     bn = 128 if n >= 16384 and bm >= 32 and mm_smem(fmt, tall, arch) <= smem else 64
-    cfg = MMConfig(bm, bn, ng, warps=8 if big else 4, stages=3, swap=True)
+    prefetch = arch >= 90 and bn <= 64 and (bm == 32 or kernel_facts(fmt).qbits == 4) and not big
+    cfg = MMConfig(bm, bn, ng, warps=8 if big else 4, stages=3, swap=True, prefetch=prefetch)
     while mm_smem(fmt, cfg, arch) > smem and (smaller := _smaller(cfg)) is not None:
         cfg = smaller
     ctas = triton.cdiv(n, cfg.bn) * triton.cdiv(t, cfg.bm)
@@ -242,7 +270,16 @@ def mm_config(fmt: str, n: int, k: int, t: int, num_sms: int, smem: int, arch: i
 
     while wants_more(split):
         split *= 2
-    return replace(cfg, split=split)
+    cfg = replace(cfg, split=split)
+    deeper = replace(cfg, stages=4)
+    if (
+        cfg.prefetch
+        and bm == 32
+        and cfg.stages == 3
+        and (_per_sm(fmt, deeper, smem, arch) * num_sms >= ctas * split)
+    ):  # all programs resident with 4 stages
+        cfg = deeper
+    return cfg
 
 
 def _smaller(cfg: MMConfig) -> MMConfig | None:
