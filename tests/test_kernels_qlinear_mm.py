@@ -61,8 +61,9 @@ def test_qmm_heuristic_shapes() -> None:
     h100 = (132, 227 * 1024, 90)
     assert mm.mm_config("q4_k", 28672, 4096, 64, *h100) == MM(64, 128, 8, 1, 4, 2, True, False)
     assert mm.mm_config("q4_0", 22016, 4096, 64, *h100) == MM(64, 64, 4, 1, 4, 3, True, True)
-    # below 16384 rows: 64 x 64 tiles, split K to two programs per SM (64 tiles x 4 splits)
-    assert mm.mm_config("q4_k", 4096, 14336, 64, *h100) == MM(64, 64, 8, 4, 4, 2, True, True)
+    # below 16384 rows: 64 x 64 tiles, split K to two programs per SM (64 tiles x 4 splits);
+    # no scale prefetch for formats with a per-group min
+    assert mm.mm_config("q4_k", 4096, 14336, 64, *h100) == MM(64, 64, 8, 4, 4, 2, True, False)
     assert mm.mm_config("q4_0", 4096, 4096, 40, *h100) == MM(64, 64, 4, 4, 4, 4, True, True)
     # 192 tiles: no split, 128-K steps let 2 programs per SM keep 4 stages
     assert mm.mm_config("q4_0", 12288, 4096, 64, *h100) == MM(64, 64, 4, 1, 4, 4, True, True)
@@ -80,9 +81,12 @@ def test_qmm_heuristic_shapes() -> None:
     assert mm.mm_config("q4_k", 4096, 14336, 32, *h100) == MM(32, 64, 8, 4, 4, 4, True, True)
     assert mm.mm_config("q4_k", 6144, 4096, 32, *h100) == MM(32, 64, 8, 4, 4, 3, True, True)
     assert mm.mm_config("q4_k", 6144, 4096, 32, 128, 99 * 1024, 89).prefetch is False
-    # up to 16 rows: the prefetch for 4-bit formats only (Q6_K measured slower with it)
+    assert mm.mm_config("q6_k", 4096, 14336, 32, *h100) == MM(32, 64, 8, 4, 4, 3, True, True)
+    # up to 16 rows: the prefetch for split-K launches of 4-bit formats only (measured slower
+    # for Q6_K and for Q4_K without split)
     assert mm.mm_config("q4_k", 4096, 14336, 16, *h100).prefetch
     assert not mm.mm_config("q6_k", 4096, 14336, 16, *h100).prefetch
+    assert not mm.mm_config("q4_k", 28672, 4096, 16, *h100).prefetch
 
 
 def test_qmm_shrinks_configs_that_do_not_fit(monkeypatch) -> None:

@@ -194,9 +194,11 @@ def _wave_config(
     (programs per SM from `mm_smem`). Matrices of 16384+ rows: 64 then 128 weight rows as the
     A operand (swap), no split K. Below 16384 rows (64-row blocks only): 64 weight rows as the
     A operand and split K (`_wave_split`), two warpgroups where that leaves at most one
-    program per SM. The scale prefetch is on for sm_90 tiles of up to 64 weight rows: it
-    costs registers (on sm_86 / sm_89, where these tiles already take 255, it made 38 configs
-    spill; not measured there). Where no config fits one wave: for 64-row blocks the fewest
+    program per SM. The scale prefetch is on for sm_90 tiles of up to 64 weight rows of
+    formats without a per-group min (H200, 64 rows: Q4_0 4096x4096 19.7 vs 20.5 us with it,
+    12288x4096 37.6 vs 40.8; Q4_K 4096x14336 49.3 vs 50.5 without it, 6144x4096 31.0 vs 31.8);
+    it costs registers (on sm_86 / sm_89, where these tiles already take 255, it made 38
+    configs spill; not measured there). Where no config fits one wave: for 64-row blocks the fewest
     waves (Q6_K 128256x4096: 331 vs 356 us), for 32-row blocks None (split K, `mm_config`).
     H100, weights read from memory, us, against the previous heuristic (`probe_qmm.py
     --confirm`): 64 rows, 22016x4096 Q4_0 51.6 vs 92.2; Q4_K 28672x4096 72.1 vs 85.6 (128 x
@@ -205,7 +207,8 @@ def _wave_config(
     (benchmarks/session18): Q4_K 4096x14336 49.3 vs 67.5 us (4 splits, 2 stages), Q6_K
     4096x14336 50.8 vs 79.4, Q4_0 4096x11008 34.8 vs 47.2 (4 groups a step, 4 splits, 4
     stages), 12288x4096 37.8 vs 40.3, 4096x4096 19.6 vs 20.8, Q4_K 6144x4096 30.9 vs 33.6."""
-    min_ng = kernel_facts(fmt).min_k // 32
+    facts = kernel_facts(fmt)
+    min_ng, prefetch = facts.min_k // 32, arch >= 90 and not facts.has_min
     tall = n >= 16384
     best: tuple[int, MMConfig] | None = None
     for ng, stages in WAVE_STEPS if tall else SPLIT_WAVE_STEPS:
@@ -214,7 +217,7 @@ def _wave_config(
             split = 1 if tall else _wave_split(n, groups, bn, ng, num_sms)
             programs = triton.cdiv(n, bn) * split
             cfg = MMConfig(bm, bn, ng, split, warps=8 if programs <= num_sms and not tall else 4,
-                           stages=stages, swap=True, prefetch=bn <= 64 and arch >= 90)  # fmt: skip
+                           stages=stages, swap=True, prefetch=prefetch and bn <= 64)  # fmt: skip
             per_sm = _per_sm(fmt, cfg, smem, arch)
             if per_sm == 0:
                 continue
@@ -235,9 +238,11 @@ def mm_config(fmt: str, n: int, k: int, t: int, num_sms: int, smem: int, arch: i
     256 K per step as the MMA's A operand (swap), 4 warps, a 3-stage pipeline; 128 weight rows
     for very tall matrices where shared memory allows (28672x4096 Q4_K, 32 rows: 55 vs 70 us);
     split K until the grid has 1.5 programs per SM. On sm_90 the scale prefetch is on for
-    4-bit formats up to 16 rows (Q4_K 4096x14336 29.0 vs 33.2 us; Q6_K 41.9 vs 34.3, off) and
-    for all formats at 17..32 rows, with a 4-stage pipeline where all programs stay resident
-    (Q4_K 4096x14336 39.5 vs 48.6, Q4_0 4096x4096 15.2 vs 18.5). 65..128 rows (batched decode
+    split-K launches of 4-bit formats up to 16 rows (H200, 16 rows: Q4_K 4096x14336 28.8 vs
+    33.3 us; Q6_K 42.0 vs 34.4 and, without split, Q4_K 28672x4096 64.3 vs 48.3: off) and for
+    all formats at 17..32 rows, 4-bit ones with a 4-stage pipeline where all programs stay
+    resident (32 rows: Q4_K 4096x14336 40.0 vs 48.6, Q4_0 4096x4096 15.3 vs 18.7; Q6_K kept 3
+    stages, 36.9 vs 37.3). 65..128 rows (batched decode
     of many streams, the prefill graph of a short turn after a cached prefix): one 128-row
     block and two warpgroups, split K only up to one program per SM (128 rows, Q4_K:
     28672x4096 120 vs 208 us with two 64-row blocks of 4 warps, 6144x4096 40 vs 83 us,
@@ -257,8 +262,7 @@ def mm_config(fmt: str, n: int, k: int, t: int, num_sms: int, smem: int, arch: i
     ng = _largest_ng(8, groups)
     tall = MMConfig(32, 128, ng, stages=3)  # the measured tall tile, with its full pipeline
     bn = 128 if n >= 16384 and bm >= 32 and mm_smem(fmt, tall, arch) <= smem else 64
-    prefetch = arch >= 90 and bn <= 64 and (bm == 32 or kernel_facts(fmt).qbits == 4) and not big
-    cfg = MMConfig(bm, bn, ng, warps=8 if big else 4, stages=3, swap=True, prefetch=prefetch)
+    cfg = MMConfig(bm, bn, ng, warps=8 if big else 4, stages=3, swap=True)
     while mm_smem(fmt, cfg, arch) > smem and (smaller := _smaller(cfg)) is not None:
         cfg = smaller
     ctas = triton.cdiv(n, cfg.bn) * triton.cdiv(t, cfg.bm)
@@ -271,14 +275,20 @@ def mm_config(fmt: str, n: int, k: int, t: int, num_sms: int, smem: int, arch: i
     while wants_more(split):
         split *= 2
     cfg = replace(cfg, split=split)
-    deeper = replace(cfg, stages=4)
-    if (
-        cfg.prefetch
-        and bm == 32
-        and cfg.stages == 3
-        and (_per_sm(fmt, deeper, smem, arch) * num_sms >= ctas * split)
-    ):  # all programs resident with 4 stages
-        cfg = deeper
+    if big or arch < 90 or cfg.bn > 64:
+        return cfg
+    four_bit = kernel_facts(fmt).qbits == 4
+    if bm == 32:  # the scale prefetch; 4-bit formats: 4 stages if all programs stay resident
+        cfg = replace(cfg, prefetch=True)
+        deeper = replace(cfg, stages=4)
+        if (
+            four_bit
+            and cfg.stages == 3
+            and _per_sm(fmt, deeper, smem, arch) * num_sms >= ctas * split
+        ):
+            cfg = deeper
+    elif four_bit and split > 1:  # up to 16 rows: the prefetch on split-K launches of 4-bit formats
+        cfg = replace(cfg, prefetch=True)
     return cfg
 
 
