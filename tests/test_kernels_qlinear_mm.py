@@ -69,12 +69,10 @@ def test_qmm_heuristic_shapes() -> None:
     assert mm.mm_config("q4_0", 12288, 4096, 64, *h100) == MM(64, 64, 4, 1, 4, 4, True, True)
     # 16 tiles x 8 splits: one program per SM, two warpgroups
     assert mm.mm_config("q6_k", 1024, 4096, 64, *h100) == MM(64, 64, 8, 8, 8, 4, True, True)
-    # sm_86 / sm_89 keep session 17's rule (the 64 x 64 tiles spill there): 32-row tiles, x as
-    # the A operand, no split; 99 KB: one program per SM, 3 stages, no scale prefetch
+    # 99 KB (sm_86 / sm_89 allocation): 256 programs on 128 SMs are resident at 2 stages
     assert mm.mm_config("q4_0", 4096, 4096, 64, 128, 99 * 1024, 89) == MM(
-        64, 32, 8, 1, 4, 3, False, False
-    )
-    assert mm.mm_config("q4_k", 1024, 4096, 64, 128, 99 * 1024, 89).split > 1  # 32 tiles: split K
+        64, 64, 4, 4, 4, 2, True, False
+    )  # no scale prefetch below sm_90
     # nothing fits in one wave: the fewest waves (128 rows: 2 programs per SM)
     assert mm.mm_config("q6_k", 128256, 4096, 64, *h100).bn == 128
     # 17..32 rows: one wave for tall matrices only; the others keep split K, 4 stages where

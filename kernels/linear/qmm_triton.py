@@ -192,17 +192,16 @@ def _wave_config(
     step to hide its loads behind, so the latency is hidden by a deep pipeline and by other
     programs on the SM: take the deepest pipeline at which all programs are resident at once
     (programs per SM from `mm_smem`). Matrices of 16384+ rows: 64 then 128 weight rows as the
-    A operand (swap), no split K. Below 16384 rows (64-row blocks only), sm_90: 64 weight rows
-    as the A operand and split K (`_wave_split`), two warpgroups where that leaves at most one
-    program per SM; sm_86 / sm_89: 32 weight rows with x as the A operand, no split (the
-    session-17 rule: the 64 x 64 tiles, register-fed through mma.sync there, spill up to 496 B
-    a thread in `scripts/check_consumer_configs.py`; neither was measured there). The scale
-    prefetch is on for sm_90 tiles of up to 64 weight rows of formats without a per-group min
-    (H200, 64 rows: Q4_0 4096x4096 19.7 vs 20.5 us with it, 12288x4096 37.6 vs 40.8; Q4_K
-    4096x14336 49.3 vs 50.5 without it, 6144x4096 31.0 vs 31.8); it costs registers (on sm_86
-    / sm_89, where these tiles already take 255, it made 38 configs spill; not measured
-    there). Where no config fits one wave: for 64-row blocks the fewest waves (Q6_K
-    128256x4096: 331 vs 356 us), for 32-row blocks None (split K, `mm_config`).
+    A operand (swap), no split K. Below 16384 rows (64-row blocks only): 64 weight rows as the
+    A operand and split K (`_wave_split`), two warpgroups where that leaves at most one
+    program per SM (not measured on sm_86 / sm_89, where `scripts/check_consumer_configs.py`
+    finds 95 spilling `_qmm_kernel` configs with this rule against 143 with session 17's
+    32-row tiles). The scale prefetch is on for sm_90 tiles of up to 64 weight rows of
+    formats without a per-group min (H200, 64 rows: Q4_0 4096x4096 19.7 vs 20.5 us with it,
+    12288x4096 37.6 vs 40.8; Q4_K 4096x14336 49.3 vs 50.5 without it, 6144x4096 31.0 vs 31.8);
+    it costs registers (on sm_86 / sm_89, where these tiles already take 255, it made 38
+    configs spill; not measured there). Where no config fits one wave: for 64-row blocks the fewest
+    waves (Q6_K 128256x4096: 331 vs 356 us), for 32-row blocks None (split K, `mm_config`).
     H100, weights read from memory, us, against the previous heuristic (`probe_qmm.py
     --confirm`): 64 rows, 22016x4096 Q4_0 51.6 vs 92.2; Q4_K 28672x4096 72.1 vs 85.6 (128 x
     256, 2 stages); 32 rows, Q4_0 22016x4096 49.5 vs 100.8. H200, 64 rows, the split-K tiles
@@ -213,15 +212,14 @@ def _wave_config(
     facts = kernel_facts(fmt)
     min_ng, prefetch = facts.min_k // 32, arch >= 90 and not facts.has_min
     tall = n >= 16384
-    splits = not tall and arch >= 90  # the 64 x 64 split-K tiles (sm_8x: 32-row tiles, no split)
     best: tuple[int, MMConfig] | None = None
-    for ng, stages in SPLIT_WAVE_STEPS if splits else WAVE_STEPS:
+    for ng, stages in WAVE_STEPS if tall else SPLIT_WAVE_STEPS:
         ng = _largest_ng(max(ng, min_ng), groups)
-        for bn in (64,) if splits else (64, 128) if tall else (32,):
-            split = _wave_split(n, groups, bn, ng, num_sms) if splits else 1
+        for bn in (64, 128) if tall else (64,):
+            split = 1 if tall else _wave_split(n, groups, bn, ng, num_sms)
             programs = triton.cdiv(n, bn) * split
-            cfg = MMConfig(bm, bn, ng, split, warps=8 if splits and programs <= num_sms else 4,
-                           stages=stages, swap=bn > 32, prefetch=prefetch and bn <= 64)  # fmt: skip
+            cfg = MMConfig(bm, bn, ng, split, warps=8 if programs <= num_sms and not tall else 4,
+                           stages=stages, swap=True, prefetch=prefetch and bn <= 64)  # fmt: skip
             per_sm = _per_sm(fmt, cfg, smem, arch)
             if per_sm == 0:
                 continue
@@ -251,17 +249,15 @@ def mm_config(fmt: str, n: int, k: int, t: int, num_sms: int, smem: int, arch: i
     block and two warpgroups, split K only up to one program per SM (128 rows, Q4_K:
     28672x4096 120 vs 208 us with two 64-row blocks of 4 warps, 6144x4096 40 vs 83 us,
     4096x14336 74 vs 143 us). 33..64 rows, and 17..32 rows of matrices of 16384+ rows:
-    `_wave_config` (below sm_90, 33..64 rows only for matrices whose 32-row tiles fill 3/4 of
-    the SMs; smaller ones split K as up to 16 rows do). `smem` is the GPU's shared memory per
-    block: 128 weight rows only where the measured 32 x 128 tile fits with its 3 stages (not
-    in 99 KB), and a config that needs more (`mm_smem`) steps down as `_smaller` does (2
-    stages, then fewer weight rows): on the H200 the 128 x 128 tiles of 65+ rows run 2 stages,
-    and so do most tiles on 99 KB RTX 30xx/40xx."""
+    `_wave_config`. `smem` is the GPU's shared memory per block: 128 weight rows only where
+    the measured 32 x 128 tile fits with its 3 stages (not in 99 KB), and a config that needs
+    more (`mm_smem`) steps down as `_smaller` does (2 stages, then fewer weight rows): on the
+    H200 the 128 x 128 tiles of 65+ rows run 2 stages, and so do most tiles on 99 KB RTX
+    30xx/40xx."""
     groups = k // 32
     big = t > 64
     bm = 128 if big else max(16, triton.next_power_of_2(t))
-    fills = n >= 16384 or 4 * triton.cdiv(n, 32) >= 3 * num_sms  # 32-row tiles fill 3/4 of the SMs
-    if bm == 64 and (arch >= 90 or fills) or bm == 32 and n >= 16384:
+    if bm == 64 or bm == 32 and n >= 16384:
         wave = _wave_config(fmt, n, groups, bm, num_sms, smem, arch)
         if wave is not None:
             return wave
