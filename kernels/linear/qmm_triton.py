@@ -200,8 +200,9 @@ def _wave_config(
     formats without a per-group min (H200, 64 rows: Q4_0 4096x4096 19.7 vs 20.5 us with it,
     12288x4096 37.6 vs 40.8; Q4_K 4096x14336 49.3 vs 50.5 without it, 6144x4096 31.0 vs 31.8);
     it costs registers (on sm_86 / sm_89, where these tiles already take 255, it made 38
-    configs spill; not measured there). Where no config fits one wave: for 64-row blocks the fewest
-    waves (Q6_K 128256x4096: 331 vs 356 us), for 32-row blocks None (split K, `mm_config`).
+    configs spill; not measured there). Where no config fits one wave: for 64-row blocks the
+    fewest waves (Q6_K 128256x4096: 331 vs 356 us), for 32-row blocks None (split K,
+    `mm_config`).
     H100, weights read from memory, us, against the previous heuristic (`probe_qmm.py
     --confirm`): 64 rows, 22016x4096 Q4_0 51.6 vs 92.2; Q4_K 28672x4096 72.1 vs 85.6 (128 x
     256, 2 stages); 32 rows, Q4_0 22016x4096 49.5 vs 100.8. H200, 64 rows, the split-K tiles
@@ -244,16 +245,15 @@ def mm_config(fmt: str, n: int, k: int, t: int, num_sms: int, smem: int, arch: i
     33.3 us; Q6_K 42.0 vs 34.4 and, without split, Q4_K 28672x4096 64.3 vs 48.3: off) and for
     all formats at 17..32 rows, 4-bit ones with a 4-stage pipeline where all programs stay
     resident (32 rows: Q4_K 4096x14336 40.0 vs 48.6, Q4_0 4096x4096 15.3 vs 18.7; Q6_K kept 3
-    stages, 36.9 vs 37.3). 65..128 rows (batched decode
-    of many streams, the prefill graph of a short turn after a cached prefix): one 128-row
-    block and two warpgroups, split K only up to one program per SM (128 rows, Q4_K:
-    28672x4096 120 vs 208 us with two 64-row blocks of 4 warps, 6144x4096 40 vs 83 us,
-    4096x14336 74 vs 143 us). 33..64 rows, and 17..32 rows of matrices of 16384+ rows:
-    `_wave_config`. `smem` is the GPU's shared memory per block: 128 weight rows only where
-    the measured 32 x 128 tile fits with its 3 stages (not in 99 KB), and a config that needs
-    more (`mm_smem`) steps down as `_smaller` does (2 stages, then fewer weight rows): on the
-    H200 the 128 x 128 tiles of 65+ rows run 2 stages, and so do most tiles on 99 KB RTX
-    30xx/40xx."""
+    stages, 36.9 vs 37.3). 65..128 rows (batched decode of many streams, the prefill graph of
+    a short turn after a cached prefix): one 128-row block and two warpgroups, split K only up
+    to one program per SM (128 rows, Q4_K: 28672x4096 120 vs 208 us with two 64-row blocks of
+    4 warps, 6144x4096 40 vs 83 us, 4096x14336 74 vs 143 us). 33..64 rows, and 17..32 rows
+    of matrices of 16384+ rows: `_wave_config`. `smem` is the GPU's shared memory per block:
+    128 weight rows only where the measured 32 x 128 tile fits with its 3 stages (not in 99
+    KB), and a config that needs more (`mm_smem`) steps down as `_smaller` does (2 stages,
+    then fewer weight rows): on the H200 the 128 x 128 tiles of 65+ rows run 2 stages, and so
+    do most tiles on 99 KB RTX 30xx/40xx."""
     groups = k // 32
     big = t > 64
     bm = 128 if big else max(16, triton.next_power_of_2(t))
@@ -289,7 +289,7 @@ def mm_config(fmt: str, n: int, k: int, t: int, num_sms: int, smem: int, arch: i
             and _per_sm(fmt, deeper, smem, arch) * num_sms >= ctas * split
         ):
             cfg = deeper
-    elif four_bit and split > 1:  # up to 16 rows: the prefetch on split-K launches of 4-bit formats
+    elif four_bit and split > 1:  # up to 16 rows: the prefetch for split-K launches, 4-bit
         cfg = replace(cfg, prefetch=True)
     return cfg
 
