@@ -23,6 +23,7 @@ CONFIGS = [
     mm.MMConfig(128, 64, 8, split=2, warps=8, swap=True),  # the 65..128-row heuristic's shape
     mm.MMConfig(16, 32, 4, prefetch=True),  # scales a step ahead, over 8 steps
     mm.MMConfig(32, 64, 8, split=3, swap=True, stages=2, prefetch=True),  # uneven splits
+    mm.MMConfig(64, 64, 4, split=4, swap=True, stages=4, prefetch=True),  # 33..64-row split-K tile
 ]
 
 
