@@ -83,11 +83,13 @@ def test_qmm_heuristic_shapes() -> None:
     assert mm.mm_config("q4_k", 6144, 4096, 32, *h100) == MM(32, 64, 8, 4, 4, 3, True, True)
     assert mm.mm_config("q4_k", 6144, 4096, 32, 128, 99 * 1024, 89).prefetch is False
     assert mm.mm_config("q6_k", 4096, 14336, 32, *h100) == MM(32, 64, 8, 4, 4, 3, True, True)
-    # up to 16 rows: the prefetch for split-K launches of 4-bit formats only (measured slower
-    # for Q6_K and for Q4_K without split)
-    assert mm.mm_config("q4_k", 4096, 14336, 16, *h100).prefetch
+    # up to 16 rows: the prefetch for 4-bit formats where all programs stay resident with it,
+    # 3 per SM (measured slower for Q6_K, and for 448 programs of Q4_0 / Q4_K 28672 rows)
+    assert mm.mm_config("q4_k", 4096, 14336, 16, *h100).prefetch  # 64 tiles x 4 splits
     assert not mm.mm_config("q6_k", 4096, 14336, 16, *h100).prefetch
     assert not mm.mm_config("q4_k", 28672, 4096, 16, *h100).prefetch
+    assert not mm.mm_config("q4_0", 28672, 4096, 8, *h100).prefetch
+    assert mm.mm_config("q4_0", 22016, 4096, 8, *h100) == MM(16, 64, 8, 1, 4, 3, True, True)
 
 
 def test_qmm_shrinks_configs_that_do_not_fit(monkeypatch) -> None:

@@ -167,6 +167,10 @@ def mm_smem(fmt: str, cfg: MMConfig, arch: int) -> int:
 WAVE_STEPS = ((8, 4), (8, 3), (4, 3), (8, 2), (4, 2))
 SPLIT_WAVE_STEPS = ((8, 4), (8, 3), (4, 4), (4, 3), (8, 2), (4, 2))
 MAX_WAVE_SPLIT = 8  # K splits of a 33..64-row launch
+# up to 16 rows, sm_90: 16 x 64 programs resident per SM with the scale prefetch, by registers
+# (130-142 a thread of 128 compiled for sm_90, 65536 / (128 x 142) = 3; benchmarks/session19:
+# 8 rows, Q4_0 22016x4096, 344 programs, 45.0 us with it vs 57.2; 28672x4096, 448, 63.0 vs 57.6)
+PREFETCH_RESIDENT = 3
 
 
 def _per_sm(fmt: str, cfg: MMConfig, smem: int, arch: int) -> int:
@@ -241,8 +245,10 @@ def mm_config(fmt: str, n: int, k: int, t: int, num_sms: int, smem: int, arch: i
     256 K per step as the MMA's A operand (swap), 4 warps, a 3-stage pipeline; 128 weight rows
     for very tall matrices where shared memory allows (28672x4096 Q4_K, 32 rows: 55 vs 70 us);
     split K until the grid has 1.5 programs per SM. On sm_90 the scale prefetch is on for
-    split-K launches of 4-bit formats up to 16 rows (H200, 16 rows: Q4_K 4096x14336 28.8 vs
-    33.3 us; Q6_K 42.0 vs 34.4 and, without split, Q4_K 28672x4096 64.3 vs 48.3: off) and for
+    4-bit formats up to 16 rows where all programs stay resident with it (`PREFETCH_RESIDENT`;
+    H200, 8 rows: Q4_0 22016x4096, 344 programs, 45.0 vs 57.2 us; Q4_K 4096x14336 at 16 rows,
+    4 splits, 28.8 vs 33.3; off for Q4_0 28672x4096, 448 programs, 57.6 vs 63.0 with it, and
+    for Q6_K, 34.4 vs 42.0) and for
     all formats at 17..32 rows, 4-bit ones with a 4-stage pipeline where all programs stay
     resident (32 rows: Q4_K 4096x14336 40.0 vs 48.6, Q4_0 4096x4096 15.3 vs 18.7; Q6_K kept 3
     stages, 36.9 vs 37.3). 65..128 rows (batched decode of many streams, the prefill graph of
@@ -289,7 +295,7 @@ def mm_config(fmt: str, n: int, k: int, t: int, num_sms: int, smem: int, arch: i
             and _per_sm(fmt, deeper, smem, arch) * num_sms >= ctas * split
         ):
             cfg = deeper
-    elif four_bit and split > 1:  # up to 16 rows: the prefetch for split-K launches, 4-bit
+    elif four_bit and ctas * split <= PREFETCH_RESIDENT * num_sms:  # up to 16 rows
         cfg = replace(cfg, prefetch=True)
     return cfg
 
