@@ -76,12 +76,13 @@ def neighbours(cfg, n: int) -> list:
     return uniq
 
 
-def run_neighbours(fmt, n, k, t, w, copies, sms, smem, arch, deadline) -> None:
+def time_configs(fmt, n, k, t, copies, cfgs, deadline=float("inf")) -> list:
+    """[(us, config, max error relative to the first config's output)] for `cfgs` (the
+    heuristic's first) on t random rows; configs that do not compile or fit are reported."""
     x = torch.randn(t, k, device="cuda").half()
-    cfg = mm.mm_config(fmt, n, k, t, sms, smem, arch)
-    ref = mm.qmm_launch(x, copies[0], fmt, n, None, cfg).float()
+    ref = mm.qmm_launch(x, copies[0], fmt, n, None, cfgs[0]).float()
     res = []
-    for c in neighbours(cfg, n):
+    for c in cfgs:
         if time.time() > deadline:
             print("budget spent", flush=True)
             break
@@ -91,16 +92,27 @@ def run_neighbours(fmt, n, k, t, w, copies, sms, smem, arch, deadline) -> None:
             res.append((time_us(mm, x, copies, fmt, n, c), c, err))
         except Exception as e:  # noqa: BLE001 - configs that do not compile or fit
             print(f"   {c}: {type(e).__name__}", flush=True)
+    return res
+
+
+def write_records(name: str, fmt, n, k, t, res, heur) -> None:
+    """Append `time_configs` results to $OUT/`name` as JSON lines."""
+    with open(os.path.join(os.environ.get("OUT", "."), name), "a") as f:
+        for us, c, err in res:
+            rec = {"fmt": fmt, "n": n, "k": k, "t": t, "us": us, "err": err, "cfg": c.__dict__,
+                   "heuristic": c == heur}  # fmt: skip
+            f.write(json.dumps(rec) + "\n")
+
+
+def run_neighbours(fmt, n, k, t, w, copies, sms, smem, arch, deadline) -> None:
+    cfg = mm.mm_config(fmt, n, k, t, sms, smem, arch)
+    res = time_configs(fmt, n, k, t, copies, neighbours(cfg, n), deadline)
     base = res[0][0]
     best = min(res, key=lambda r: r[0])
     print(f"{fmt} {n}x{k} T={t}: heuristic {base:.1f} us, prefetch {res[1][0]:.1f} us, "
           f"best {best[0]:.1f} us ({w.nbytes / best[0] / 1e3 / PEAK_BW * 1e9:.0%}) {best[1]}",
           flush=True)  # fmt: skip
-    with open(os.path.join(os.environ.get("OUT", "."), "probe_qmm_neighbours.jsonl"), "a") as f:
-        for us, c, err in res:
-            rec = {"fmt": fmt, "n": n, "k": k, "t": t, "us": us, "err": err, "cfg": c.__dict__,
-                   "heuristic": c == cfg}  # fmt: skip
-            f.write(json.dumps(rec) + "\n")
+    write_records("probe_qmm_neighbours.jsonl", fmt, n, k, t, res, cfg)
 
 
 def old_config(old, fmt, n, k, t, sms, smem, arch):
@@ -157,30 +169,16 @@ def run_configs(path: str, warm: int, sms: int, smem: int, arch: int) -> None:
     by_shape: dict = {}
     for fmt, n, k, t, cfg in jobs:
         by_shape.setdefault((fmt, n, k), {}).setdefault(t, []).append(mm.MMConfig(**cfg))
-    out = os.path.join(os.environ.get("OUT", "."), "probe_qmm_configs.jsonl")
     for (fmt, n, k), per_t in by_shape.items():
         w, copies = cold_copies(fmt, n, k)
         for t, cfgs in per_t.items():
-            x = torch.randn(t, k, device="cuda").half()
             heur = mm.mm_config(fmt, n, k, t, sms, smem, arch)
-            ref = mm.qmm_launch(x, copies[0], fmt, n, None, heur).float()
-            res = []
-            for c in [heur] + [c for c in cfgs if c != heur]:
-                try:
-                    o = mm.qmm_launch(x, copies[0], fmt, n, None, c).float()
-                    err = ((o - ref).abs().max() / ref.abs().max()).item()
-                    res.append((time_us(mm, x, copies, fmt, n, c), c, err))
-                except Exception as e:  # noqa: BLE001 - configs that do not compile or fit
-                    print(f"   {c}: {type(e).__name__}", flush=True)
+            res = time_configs(fmt, n, k, t, copies, [heur] + [c for c in cfgs if c != heur])
             best = min(res, key=lambda r: r[0])
             print(f"{fmt} {n}x{k} T={t}: heuristic {res[0][0]:.1f} us, best {best[0]:.1f} us "
                   f"({w.nbytes / best[0] / 1e3 / PEAK_BW * 1e9:.0%}) {best[1]} err {best[2]:.0e}",
                   flush=True)  # fmt: skip
-            with open(out, "a") as f:
-                for us, c, err in res:
-                    rec = {"fmt": fmt, "n": n, "k": k, "t": t, "us": us, "err": err,
-                           "cfg": c.__dict__, "heuristic": c == heur}  # fmt: skip
-                    f.write(json.dumps(rec) + "\n")
+            write_records("probe_qmm_configs.jsonl", fmt, n, k, t, res, heur)
 
 
 def main() -> None:
