@@ -8,7 +8,8 @@ each fits: shared memory per block, registers per thread and per block. No GPU n
 Each profile's launches come from `kernels/checks/space.py` (every decode batch 1..128,
 prefill chunks, every quant format, activation and KV dtype, the model shapes of
 `kernels/checks/models.py`); each distinct config (`select.variants`) is compiled once.
-Register spills are reported, not failed. Exit status 1 if any launch does not fit."""
+Register spills are reported, not failed. The dp4a GEMVs must also keep their K loops free of
+shared memory (`checks/compile.py`, REGISTER_LOOPS). Exit status 1 if any launch does not fit."""
 
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ def _check(i: int) -> tuple[int, Resources | None, list[str]]:
         res = compile_launch(launch, props.arch)
     except Exception as e:  # a config that does not even compile is a failure too
         return i, None, [f"does not compile: {type(e).__name__}: {str(e).splitlines()[0][:200]}"]
-    return i, res, violations(res, props)
+    return i, res, violations(res, props, launch.kernel.split(":")[1])
 
 
 def run(profiles: list[str], ci: bool, jobs: int, models: list[str] | None = None,
@@ -66,6 +67,7 @@ def run(profiles: list[str], ci: bool, jobs: int, models: list[str] | None = Non
                      "shared": res.shared if res else None,
                      "registers": res.registers if res else None,
                      "spill": res.spill if res else None,
+                     "loop_shared": res.loop_shared if res else None,
                      "threads": res.threads if res else None, "violations": bad})  # fmt: skip
     return rows
 

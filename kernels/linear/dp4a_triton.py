@@ -319,6 +319,13 @@ def split_groups(cfg: Dp4aConfig, groups: int) -> tuple[int, int, int]:
     return ng, per_split, triton.cdiv(groups, per_split)
 
 
+def fitting_warps(warps: int, ng: int) -> int:
+    """Warps of a launch whose K steps hold `ng` groups: no more lanes than groups. Spare warps would take rows of the tile, in a layout other than the
+    accumulators', and every K step would convert it through shared memory (small K: 32
+    groups, K <= 1024, with the 2-warp configs)."""
+    return max(1, min(warps, ng // 32))
+
+
 def _emu() -> bool:
     """EMU constexpr: plain Triton integer ops instead of the dp4a PTX (the interpreter)."""
     return os.environ.get("TRITON_INTERPRET") == "1"
@@ -381,7 +388,7 @@ def dp4a_launch(
         xq, xs, out, bias if bias is not None else out, *plane_args(planes),
         t, n, groups, per_split, k // 4, xs.stride(0), out.stride(0),
         **kernel_constexprs(fmt, cfg.bn, ng, groups, rb, split > 1, bias is not None, _emu()),
-        num_warps=cfg.warps, num_stages=1, **pdl_args(xq.device),
+        num_warps=fitting_warps(cfg.warps, ng), num_stages=1, **pdl_args(xq.device),
     )  # fmt: skip
     return out if split == 1 else out.to(out_dtype)
 
@@ -427,5 +434,5 @@ def dp4a_rope_launch(
         n_kv_heads, **format_constexprs(fa, "_A"), **format_constexprs(fb, "_B"),
         NG=ng, EVEN=even_steps(ng, groups(fa), groups(fb)), HEAD_DIM=head_dim,
         BLOCK_SIZE=k_cache.shape[2], INTERLEAVED=bool(interleaved), HAS_BIAS=bias is not None,
-        EMU=_emu(), num_warps=2, num_stages=1, **pdl_args(xq.device),
+        EMU=_emu(), num_warps=fitting_warps(2, ng), num_stages=1, **pdl_args(xq.device),
     )  # fmt: skip

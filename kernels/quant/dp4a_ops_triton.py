@@ -12,6 +12,24 @@ import triton.language as tl
 from localllm.kernels.quant.ops_triton import split4
 
 
+def _rows_first(version: str) -> bool:
+    """Whether `index` builds its tiles rows first (see `ROWS_FIRST`) under this Triton."""
+    major, minor = (int(p) for p in version.split(".")[:2])
+    return (major, minor) >= (3, 7)
+
+
+# The dp4a GEMV wants the lanes along the groups of a [NG, BN] weight tile and its rows in each
+# thread's registers (the layout of the accumulators and activations: no layout conversion in
+# the K loop). Triton lays a load out from its pointers' contiguity, and the tile's pointers
+# are equally (non-)contiguous along groups and rows; 3.6 breaks that tie towards the first
+# dimension, 3.7 and later towards the last. Built [NG, BN] under 3.7-3.9, the tiles put lanes
+# over the rows, and every K step converted them through shared memory (sm_90 SASS: the
+# one-row Q4_K loop 72 -> 107-128 registers with shared-memory round trips, Q4_0 255 registers
+# and spills). So under 3.7+ the pointers are built [BN, NG] and `ld` transposes the loaded
+# tile (a relabelling of registers). `tests/test_kernels_dp4a_layout.py` compiles the loops.
+ROWS_FIRST = tl.constexpr(_rows_first(triton.__version__))
+
+
 @triton.jit
 def _byte(v, I: tl.constexpr, SIGNED: tl.constexpr):  # noqa: E741
     if SIGNED:
@@ -39,18 +57,32 @@ def dp4a(acc, a, b, EMU: tl.constexpr, SIGNED: tl.constexpr = False):
 
 @triton.jit
 def ld(ptr, mask):
-    return tl.load(ptr, mask=mask, other=0)
+    """Load a tile of pointers from `index` as [NG, BN(, k)] (see ROWS_FIRST)."""
+    x = tl.load(ptr, mask=mask, other=0)
+    if ROWS_FIRST:
+        if len(x.shape) == 3:
+            x = tl.permute(x, (1, 0, 2))
+        else:
+            x = tl.trans(x)
+    return x
 
 
 @triton.jit
 def index(rows, g, gmask, G):
-    """Offsets of the planes of groups g [NG] of rows [BN]: (r2 [1, BN], g2 [NG, 1], masks m2
-    [NG, 1] and m3 [NG, 1, 1], o4 [NG, BN, 4] into a plane of 4 entries per group, osb
-    [NG, BN] into a plane of one entry per 256-element super-block)."""
-    r2 = rows[None, :]  # [1, BN]
-    g2 = g[:, None]  # [NG, 1]
-    m2 = gmask[:, None]
-    m3 = gmask[:, None, None]
+    """Offsets of the planes of groups g [NG] of rows [BN], for `ld`: (r2 [1, BN], g2 [NG, 1],
+    masks m2 [NG, 1] and m3 [NG, 1, 1], o4 [NG, BN, 4] into a plane of 4 entries per group, osb
+    [NG, BN] into a plane of one entry per 256-element super-block); under ROWS_FIRST the
+    first two dimensions of each are swapped (r2 [BN, 1], o4 [BN, NG, 4], ..)."""
+    if ROWS_FIRST:
+        r2 = rows[:, None]  # [BN, 1]
+        g2 = g[None, :]  # [1, NG]
+        m2 = gmask[None, :]
+        m3 = gmask[None, :, None]
+    else:
+        r2 = rows[None, :]  # [1, BN]
+        g2 = g[:, None]  # [NG, 1]
+        m2 = gmask[:, None]
+        m3 = gmask[:, None, None]
     o4 = (r2 * (G * 4) + g2 * 4)[:, :, None] + tl.arange(0, 4)[None, None, :]  # [NG, BN, 4]
     osb = r2 * (G // 8) + g2 // 8  # one entry per 256-element super-block
     return r2, g2, m2, m3, o4, osb
@@ -58,9 +90,9 @@ def index(rows, g, gmask, G):
 
 @triton.jit
 def pair(p, r2, g2, m3, G):
-    """Two [NG, BN] from a plane with two bytes per group. Loaded as [NG, BN, 2], so Triton
-    gives them the thread layout of the words (an int16 load, contiguous along the groups,
-    would get another one and a shared-memory conversion every step)."""
+    """Two [NG, BN] from a plane with two bytes per group (r2, g2, m3 from `index`). Loaded as
+    [NG, BN, 2], so Triton gives them the thread layout of the words (an int16 load, contiguous
+    along the groups, would get another one and a shared-memory conversion every step)."""
     o = (r2 * (G * 2) + g2 * 2)[:, :, None] + tl.arange(0, 2)[None, None, :]
     return tl.split(ld(p + o, m3))
 
