@@ -142,8 +142,9 @@ def _dp4a_case(name: str, fmt: str, rows: int = 1) -> Case:
     rb = dp4a_triton.row_block(rows)
     groups = K // kernel_facts(fmt).group
     consts = dp4a_triton.kernel_constexprs(fmt, cfg.bn, ng, groups, rb, split > 1, False, False)
-    return Case(name, dp4a_triton._dp4a_kernel, types, consts,
-                dp4a_triton.fitting_warps(cfg.warps, ng), 1)
+    return Case(
+        name, dp4a_triton._dp4a_kernel, types, consts, dp4a_triton.fitting_warps(cfg.warps, ng), 1
+    )
 
 
 def _qmm_case(name: str, fmt: str, rows: int, dtype: torch.dtype) -> Case:

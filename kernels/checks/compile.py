@@ -101,8 +101,10 @@ def _cubin_usage(cubin: bytes) -> tuple[int, int, int]:
         fh.write(cubin)
         fh.flush()
         out = subprocess.run(
-            [_tool("cuobjdump"), "--dump-resource-usage", fh.name], capture_output=True,
-            text=True, check=True,
+            [_tool("cuobjdump"), "--dump-resource-usage", fh.name],
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout
     m = _USAGE.search(out)
     if m is None:
