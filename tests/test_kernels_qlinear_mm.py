@@ -121,6 +121,38 @@ def test_qmm_shrinks_configs_that_do_not_fit(monkeypatch) -> None:
     assert [(c.stages, c.bn) for c in tried] == [(2, 32)]
 
 
+class _Compiled:
+    def __init__(self, n_spills: int) -> None:
+        self.n_spills = n_spills
+
+
+@pytest.mark.parametrize("roomier_spills", [False, True])
+def test_qmm_widens_configs_that_spill(monkeypatch, roomier_spills: bool) -> None:
+    """A config whose program spills registers at its first launch is tried with twice the
+    warps; the wider one is remembered only if it does not spill, and the check runs once."""
+    tried = []
+    real = mm._launch
+
+    def launch(x, planes, fmt, n, bias, cfg):
+        tried.append(cfg.warps)
+        out, _ = real(x, planes, fmt, n, bias, cfg)
+        return out, _Compiled(64 if cfg.warps == 4 or roomier_spills else 0)
+
+    monkeypatch.setattr(mm, "_launch", launch)
+    monkeypatch.setattr(mm, "_FITTED", {})
+    monkeypatch.setattr(mm, "_VETTED", set())
+    w = pack_weight(random_raw(QT.Q4_K, 40, 256, seed=3))
+    planes = [w.tensors[p] for p in kernel_facts("q4_k").planes]
+    x = torch.randn(5, 256)
+    cfg = mm.MMConfig(16, 64, 8, stages=2, warps=4, swap=True)
+    for _ in range(3):
+        out = mm.qmm_launch(x, planes, "q4_k", 40, None, cfg)
+        torch.testing.assert_close(out, qlinear_ref(x, w, None), rtol=1e-4, atol=1e-3)
+    kept = 4 if roomier_spills else 8
+    assert tried == [4, 8, kept, kept]
+    assert mm._roomier(mm.MMConfig(16, 64, 8, warps=8)) is None
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("qtype", list(KERNEL_QTYPES), ids=lambda q: q.name)
 @pytest.mark.parametrize("t", [2, 8, 32, 64, 100, 128])

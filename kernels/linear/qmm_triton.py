@@ -311,7 +311,20 @@ def _smaller(cfg: MMConfig) -> MMConfig | None:
     return None
 
 
+def _roomier(cfg: MMConfig) -> MMConfig | None:
+    """The config to try when `cfg`'s program spills registers: twice the warps over the same
+    tile (each thread holds half as much of it)."""
+    return replace(cfg, warps=cfg.warps * 2) if cfg.warps < 8 else None
+
+
+def _spills(kernel: object) -> bool:
+    """Whether a launched Triton kernel spills registers to local memory (False when unknown:
+    the interpreter returns no compiled kernel)."""
+    return bool(getattr(kernel, "n_spills", 0))
+
+
 _FITTED: dict[tuple, MMConfig] = {}  # (format, dtype, config) -> a config that fits this GPU
+_VETTED: set[tuple] = set()  # keys whose first compile was checked for register spills
 
 
 def qmm_launch(
@@ -322,18 +335,36 @@ def qmm_launch(
     bias: torch.Tensor | None,
     cfg: MMConfig,
 ) -> torch.Tensor:  # [T, N] in x.dtype
+    """The GEMM with `cfg`, or with the config it was fitted to on this GPU and compiler: a
+    smaller one where it needs more shared memory than the GPU has, and, at its first launch,
+    twice the warps where its program spills registers and that one does not. The register
+    budget of a tile depends on the Triton build: Triton 3.9's sm_90 ptxas spills the 4-warp
+    32 x 128 tiles that 3.6's keeps in registers (432-472 B a thread; BENCHMARKS.md, session
+    20). The engine's warm-up runs before CUDA-graph capture make these first launches."""
     key = (fmt, x.dtype, cfg)
     cfg = _FITTED.get(key, cfg)
     while True:
         try:
-            out = _launch(x, planes, fmt, n, bias, cfg)
+            out, kernel = _launch(x, planes, fmt, n, bias, cfg)
         except triton.runtime.errors.OutOfResources:
             smaller = _smaller(cfg)
             if smaller is None:
                 raise
             cfg = _FITTED[key] = smaller
             continue
-        return out
+        break
+    if key not in _VETTED:
+        _VETTED.add(key)
+        roomier = _roomier(cfg) if _spills(kernel) else None
+        if roomier is not None:
+            try:
+                out2, kernel2 = _launch(x, planes, fmt, n, bias, roomier)
+            except triton.runtime.errors.OutOfResources:
+                return out
+            if not _spills(kernel2):
+                _FITTED[key] = roomier
+                return out2
+    return out
 
 
 def split_groups(fmt: str, ng: int, split: int, groups: int) -> tuple[int, int, int]:
@@ -359,7 +390,8 @@ def kernel_constexprs(fmt: str, cfg: MMConfig, ng: int, atomic: bool, has_bias: 
     )  # fmt: skip
 
 
-def _launch(x, planes, fmt, n, bias, cfg: MMConfig) -> torch.Tensor:
+def _launch(x, planes, fmt, n, bias, cfg: MMConfig) -> tuple[torch.Tensor, object]:
+    """(the output, the compiled kernel Triton launched)."""
     t, k = x.shape
     groups = k // 32
     ng, per_split, split = split_groups(fmt, cfg.ng, cfg.split, groups)
@@ -368,13 +400,13 @@ def _launch(x, planes, fmt, n, bias, cfg: MMConfig) -> torch.Tensor:
     # split K: fp32 atomics into a persistent zeroed workspace, converted in the kernel
     acc = _WORKSPACE.get(x.device, t * n).view(t, n) if split > 1 else out
     cnt = _COUNTERS.get(x.device, grid[0] * grid[1]) if split > 1 else out
-    _qmm_kernel[grid](
+    kernel = _qmm_kernel[grid](
         x, acc, bias if bias is not None else acc, *plane_args(planes), out, cnt,
         t, n, groups, x.stride(0), acc.stride(0), per_split,
         **kernel_constexprs(fmt, cfg, ng, split > 1, bias is not None, x.dtype),
         num_warps=cfg.warps, **pdl_args(x.device),
     )  # fmt: skip
-    return out
+    return out, kernel
 
 
 _WORKSPACE = ZeroScratch(torch.float32)  # split-K partial sums [T, N]
