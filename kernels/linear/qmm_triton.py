@@ -317,10 +317,17 @@ def _roomier(cfg: MMConfig) -> MMConfig | None:
     return replace(cfg, warps=cfg.warps * 2) if cfg.warps < 8 else None
 
 
+# local memory a thread may spill to before a config is retried with more warps: the tuned
+# Triton 3.6 picks spill up to 72 B (64-row 64 x 128 tiles: 48-64 B, measured faster than
+# 8 warps: an H200 decoded 64 streams 11% slower with them widened), Triton 3.9's ptxas
+# spills the same tiles 432-784 B (BENCHMARKS.md, session 20)
+SPILL_TOLERANCE = 128
+
+
 def _spills(kernel: object) -> bool:
-    """Whether a launched Triton kernel spills registers to local memory (False when unknown:
-    the interpreter returns no compiled kernel)."""
-    return bool(getattr(kernel, "n_spills", 0))
+    """Whether a launched Triton kernel spills more than SPILL_TOLERANCE bytes a thread
+    (False when unknown: the interpreter returns no compiled kernel)."""
+    return (getattr(kernel, "n_spills", 0) or 0) > SPILL_TOLERANCE
 
 
 _FITTED: dict[tuple, MMConfig] = {}  # (format, dtype, config) -> a config that fits this GPU
@@ -337,10 +344,11 @@ def qmm_launch(
 ) -> torch.Tensor:  # [T, N] in x.dtype
     """The GEMM with `cfg`, or with the config it was fitted to on this GPU and compiler: a
     smaller one where it needs more shared memory than the GPU has, and, at its first launch,
-    twice the warps where its program spills registers and that one does not. The register
-    budget of a tile depends on the Triton build: Triton 3.9's sm_90 ptxas spills the 4-warp
-    32 x 128 tiles that 3.6's keeps in registers (432-472 B a thread; BENCHMARKS.md, session
-    20). The engine's warm-up runs before CUDA-graph capture make these first launches."""
+    twice the warps where its program spills more than SPILL_TOLERANCE and that one does not.
+    The register budget of a tile depends on the Triton build: Triton 3.9's sm_90 ptxas
+    spills the 4-warp 32 x 128 tiles that 3.6's keeps in registers (432-472 B a thread;
+    BENCHMARKS.md, session 20). The engine's warm-up runs before CUDA-graph capture make
+    these first launches."""
     key = (fmt, x.dtype, cfg)
     cfg = _FITTED.get(key, cfg)
     while True:
