@@ -325,9 +325,10 @@ SPILL_TOLERANCE = 128
 
 
 def _spills(kernel: object) -> bool:
-    """Whether a launched Triton kernel spills more than SPILL_TOLERANCE bytes a thread
-    (False when unknown: the interpreter returns no compiled kernel)."""
-    return (getattr(kernel, "n_spills", 0) or 0) > SPILL_TOLERANCE
+    """Whether a launched Triton kernel spills more than SPILL_TOLERANCE bytes a thread (its
+    `n_spills` counts 4-byte words of local memory; False when unknown: the interpreter
+    returns no compiled kernel)."""
+    return 4 * (getattr(kernel, "n_spills", 0) or 0) > SPILL_TOLERANCE
 
 
 _FITTED: dict[tuple, MMConfig] = {}  # (format, dtype, config) -> a config that fits this GPU
