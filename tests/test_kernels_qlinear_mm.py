@@ -144,13 +144,15 @@ def test_qmm_widens_configs_that_spill(monkeypatch, roomier_spills: bool) -> Non
     w = pack_weight(random_raw(QT.Q4_K, 40, 256, seed=3))
     planes = [w.tensors[p] for p in kernel_facts("q4_k").planes]
     x = torch.randn(5, 256)
-    cfg = mm.MMConfig(16, 64, 8, stages=2, warps=4, swap=True)
+    cfg = mm.MMConfig(16, 64, 8, stages=3, warps=4, swap=True)
     for _ in range(3):
         out = mm.qmm_launch(x, planes, "q4_k", 40, None, cfg)
         torch.testing.assert_close(out, qlinear_ref(x, w, None), rtol=1e-4, atol=1e-3)
     kept = 4 if roomier_spills else 8
     assert tried == [4, 8, kept, kept]
-    assert mm._roomier(mm.MMConfig(16, 64, 8, warps=8)) is None
+    assert mm._roomier(mm.MMConfig(16, 64, 8, warps=8)) == []
+    two = mm.MMConfig(64, 128, 8, warps=4, stages=2)  # 3 stages first, then its own 2
+    assert [(c.warps, c.stages) for c in mm._roomier(two)] == [(8, 3), (8, 2)]
     # a spill within SPILL_TOLERANCE (Triton 3.6's tuned 64 x 128 tiles: 48-64 B) is kept
     assert not mm._spills(_Compiled(64)) and not mm._spills(_Compiled(mm.SPILL_TOLERANCE))
     assert mm._spills(_Compiled(432))  # Triton 3.9's 32 x 128 tiles
