@@ -320,9 +320,10 @@ def split_groups(cfg: Dp4aConfig, groups: int) -> tuple[int, int, int]:
 
 
 def fitting_warps(warps: int, ng: int) -> int:
-    """Warps of a launch whose K steps hold `ng` groups: no more lanes than groups. Spare warps would take rows of the tile, in a layout other than the
-    accumulators', and every K step would convert it through shared memory (small K: 32
-    groups, K <= 1024, with the 2-warp configs)."""
+    """Warps of a launch whose K steps hold `ng` groups: no more lanes than groups. Spare warps
+    would take rows of the tile, in a layout other than the accumulators', and every K step
+    would convert it through shared memory (small K: 32 groups, K <= 1024, with the 2-warp
+    configs)."""
     return max(1, min(warps, ng // 32))
 
 

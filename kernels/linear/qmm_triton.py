@@ -351,11 +351,11 @@ def qmm_launch(
     """The GEMM with `cfg`, or with the config it was fitted to on this GPU and compiler: a
     smaller one where it needs more shared memory than the GPU has, and, at its first launch,
     twice the warps (`_roomier`) where its program spills more than SPILL_TOLERANCE and that
-    one does not.
-    The register budget of a tile depends on the Triton build: Triton 3.9's sm_90 ptxas
-    spills the 4-warp 32 x 128 tiles that 3.6's keeps in registers (432-472 B a thread;
-    BENCHMARKS.md, session 20). The engine's warm-up runs before CUDA-graph capture make
-    these first launches."""
+    one does not. The register budget of a tile depends on the Triton build: Triton 3.9's
+    sm_90 ptxas spills the 4-warp 32 x 128 tiles that 3.6's keeps in registers (432-472 B a
+    thread; BENCHMARKS.md, session 20). The engine's warm-up runs before CUDA-graph capture
+    make these first launches. One check serves every launch of the key (format, dtype,
+    config), whatever its shape."""
     key = (fmt, x.dtype, cfg)
     cfg = _FITTED.get(key, cfg)
     while True:
