@@ -28,10 +28,9 @@ import triton.language as tl
 from localllm.kernels.checks import space
 from localllm.kernels.checks.capture import Launch, capture
 from localllm.kernels.checks.compile import compile_launch
-from localllm.kernels.fused.quant_act_triton import quant_act_triton
 from localllm.kernels.linear import dp4a_triton as dp
+from localllm.kernels.plan import LinearKernel
 from localllm.kernels.quant import dp4a_ops_triton as dq
-from localllm.kernels.quant import kernel_facts
 
 # (format, N, K, activation rows, config): the one-row configs of each format (tall and
 # short), the 5-row verify configs, and a small K (32 groups) with a 2-warp config
@@ -49,12 +48,10 @@ CASES = [
 
 
 def dp4a_launch_of(fmt: str, n: int, k: int, rows: int, cfg: dp.Dp4aConfig) -> Launch:
-    """The `_dp4a_kernel` launch dp4a_launch makes for these shapes (meta tensors)."""
-    w, x = space._weight(fmt, n, k), space._t(rows, k, dtype=torch.float16)
-    planes = [w.tensors[p] for p in kernel_facts(fmt).planes]
+    """The `_dp4a_kernel` launch the dispatch makes for these shapes (`checks/space.py`'s
+    launcher call on meta tensors)."""
     with capture() as launches:
-        xq, xs = quant_act_triton(x, space.ACT_LAYOUT[fmt])
-        dp.dp4a_launch(xq, xs, planes, fmt, n, None, cfg, torch.float16)
+        space._linear(LinearKernel.DP4A_GEMV, cfg, fmt, n, k, rows, torch.float16, False)
     (launch,) = [la for la in launches if la.kernel.endswith(":_dp4a_kernel")]
     return launch
 

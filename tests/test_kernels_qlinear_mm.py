@@ -140,7 +140,6 @@ def test_qmm_widens_configs_that_spill(monkeypatch, roomier_spills: bool) -> Non
 
     monkeypatch.setattr(mm, "_launch", launch)
     monkeypatch.setattr(mm, "_FITTED", {})
-    monkeypatch.setattr(mm, "_VETTED", set())
     w = pack_weight(random_raw(QT.Q4_K, 40, 256, seed=3))
     planes = [w.tensors[p] for p in kernel_facts("q4_k").planes]
     x = torch.randn(5, 256)

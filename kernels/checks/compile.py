@@ -60,18 +60,19 @@ def build(launch: Launch, arch: int) -> tuple[Any, int]:
     return kernel, 32 * options.num_warps * getattr(options, "num_ctas", 1)
 
 
-def _tool(name: str) -> str:
-    """A CUDA binary tool Triton ships next to its ptxas."""
-    return os.path.join(os.path.dirname(triton.knobs.nvidia.ptxas.path), name)
-
-
-def sass(cubin: bytes) -> str:
-    """The SASS listing of a cubin (Triton's bundled `cuobjdump -sass`)."""
+def _cuobjdump(cubin: bytes, flag: str) -> str:
+    """The output of Triton's bundled `cuobjdump FLAG` on a cubin."""
+    tool = os.path.join(os.path.dirname(triton.knobs.nvidia.ptxas.path), "cuobjdump")
     with tempfile.NamedTemporaryFile(suffix=".cubin") as fh:
         fh.write(cubin)
         fh.flush()
-        return subprocess.run([_tool("cuobjdump"), "-sass", fh.name], capture_output=True,
-                              text=True, check=True).stdout  # fmt: skip
+        return subprocess.run([tool, flag, fh.name], capture_output=True, text=True,
+                              check=True).stdout  # fmt: skip
+
+
+def sass(cubin: bytes) -> str:
+    """The SASS listing of a cubin."""
+    return _cuobjdump(cubin, "-sass")
 
 
 _INSTR = re.compile(r"\s+/\*([0-9a-f]{4,})\*/\s+(.*?);")
@@ -97,15 +98,7 @@ _USAGE = re.compile(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)")
 
 def _cubin_usage(cubin: bytes) -> tuple[int, int, int]:
     """(registers per thread, static shared bytes, stack + local bytes) of a one-kernel cubin."""
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as fh:
-        fh.write(cubin)
-        fh.flush()
-        out = subprocess.run(
-            [_tool("cuobjdump"), "--dump-resource-usage", fh.name],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
+    out = _cuobjdump(cubin, "--dump-resource-usage")
     m = _USAGE.search(out)
     if m is None:
         raise RuntimeError(f"cuobjdump printed no resource usage:\n{out}")

@@ -336,8 +336,9 @@ def _spills(kernel: object) -> bool:
     return 4 * (getattr(kernel, "n_spills", 0) or 0) > SPILL_TOLERANCE
 
 
-_FITTED: dict[tuple, MMConfig] = {}  # (format, dtype, config) -> a config that fits this GPU
-_VETTED: set[tuple] = set()  # keys whose first compile was checked for register spills
+# (format, dtype, config) -> the config launched for it on this GPU and Triton (fitted at the
+# key's first launch: smaller where it did not fit, wider where it spilled)
+_FITTED: dict[tuple, MMConfig] = {}
 
 
 def qmm_launch(
@@ -357,6 +358,7 @@ def qmm_launch(
     make these first launches. One check serves every launch of the key (format, dtype,
     config), whatever its shape."""
     key = (fmt, x.dtype, cfg)
+    first = key not in _FITTED
     cfg = _FITTED.get(key, cfg)
     while True:
         try:
@@ -368,8 +370,8 @@ def qmm_launch(
             cfg = _FITTED[key] = smaller
             continue
         break
-    if key not in _VETTED:
-        _VETTED.add(key)
+    if first:
+        _FITTED[key] = cfg
         for roomier in _roomier(cfg) if _spills(kernel) else []:
             try:
                 out2, kernel2 = _launch(x, planes, fmt, n, bias, roomier)
