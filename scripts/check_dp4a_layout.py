@@ -33,7 +33,8 @@ from localllm.kernels.plan import LinearKernel
 from localllm.kernels.quant import dp4a_ops_triton as dq
 
 # (format, N, K, activation rows, config): the one-row configs of each format (tall and
-# short), the 5-row verify configs, and a small K (32 groups) with a 2-warp config
+# short), the 5-row verify configs (the dispatch's for a 132-SM GPU: Q4_K gate+up under its
+# register cap, 4096-row Q4_K without), and a small K (32 groups) with a 2-warp config
 CASES = [
     ("q4_k", 28672, 4096, 1, dp.Dp4aConfig(4, 1, 1)),
     ("q4_k", 4096, 4096, 1, dp.Dp4aConfig(4, 1, 4)),
@@ -41,7 +42,8 @@ CASES = [
     ("q6_k", 4096, 14336, 1, dp.Dp4aConfig(4, 1, 4)),
     ("q8_0", 4096, 4096, 1, dp.Dp4aConfig(4, 1, 4)),
     ("q5_k", 4096, 4096, 1, dp.Dp4aConfig(4, 1, 4)),
-    ("q4_k", 28672, 4096, 5, dp.Dp4aConfig(8, 1, 1)),
+    ("q4_k", 28672, 4096, 5, dp.dp4a_config("q4_k", 28672, 4096, 132, 5)),
+    ("q4_k", 4096, 4096, 5, dp.dp4a_config("q4_k", 4096, 4096, 132, 5)),
     ("q6_k", 4096, 14336, 5, dp.Dp4aConfig(4, 1, 2)),
     ("q4_0", 1024, 1024, 5, dp.Dp4aConfig(8, 1, 2)),
 ]
@@ -73,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({"arch": arch, "fmt": fmt, "n": n, "k": k, "rows": t, "cfg": cfg.__dict__,
                          "registers": res.registers, "spill": res.spill,
                          "loop_shared": res.loop_shared, "loops": loops})  # fmt: skip
-            print(f"sm_{arch} {fmt} {n}x{k} T={t} bn={cfg.bn} gpt={cfg.gpt} w={cfg.warps}: "
+            print(f"sm_{arch} {fmt} {n}x{k} T={t} bn={cfg.bn} gpt={cfg.gpt} w={cfg.warps} "
+                  f"regs={cfg.regs or '-'}: "
                   f"{res.registers} registers, spill {res.spill} B, loops (instructions, shared) "
                   f"{loops}", flush=True)  # fmt: skip
     if a.json:

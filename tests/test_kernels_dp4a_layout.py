@@ -85,6 +85,21 @@ def test_dp4a_loops_keep_tiles_in_registers(tmp_path: Path) -> None:
     assert not bad, "\n".join(f"sm_{r['arch']} {r['fmt']} {r['n']}x{r['k']} T={r['rows']} "
                               f"{r['cfg']}: loops {r['loops']}" for r in bad)  # fmt: skip
     assert all(r["loops"] for r in rows)  # every case has its K loop
+    # the register cap of the tall Q4_K verify rows reaches the compiled program
+    capped = [r for r in rows if r["cfg"]["regs"]]
+    assert capped and all(r["registers"] <= r["cfg"]["regs"] for r in capped)
+
+
+def test_tall_q4k_verify_rows_take_the_register_cap() -> None:
+    """5+ activation rows of a Q4_K matrix taller than 4096 rows: 4 weight rows per program
+    under VERIFY_REGS registers; 4096-row matrices, other formats and fewer rows uncapped."""
+    tall = dp.dp4a_config("q4_k", 28672, 4096, 132, 5)
+    assert (tall.bn, tall.regs) == (4, dp.VERIFY_REGS)
+    assert dp.dp4a_config("q4_k", 5120, 4096, 132, 9).regs == dp.VERIFY_REGS
+    assert dp.dp4a_config("q4_k", 4096, 4096, 132, 5).regs == 0
+    assert dp.dp4a_config("q4_k", 28672, 4096, 132, 3).regs == 0
+    assert dp.dp4a_config("q4_k", 28672, 4096, 132, 1).regs == 0
+    assert dp.dp4a_config("q6_k", 128256, 4096, 132, 5).regs == 0
 
 
 def test_the_other_tile_order_converts_every_step(tmp_path: Path) -> None:

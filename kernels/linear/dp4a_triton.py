@@ -20,7 +20,7 @@ PTX `dp4a` (the interpreter executes no inline asm).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import triton
@@ -267,10 +267,19 @@ class Dp4aConfig:
     warps: int = 2
     split: int = 1  # programs along K (fp32 atomics when > 1)
     rb: int = 0  # activation rows per program (0: `row_block(T)`)
+    regs: int = 0  # register cap per thread (ptxas maxnreg; 0: the compiler's choice)
 
 
 # formats measured faster with 8 weight rows per program at 5+ activation rows (Q6_K: 4)
 _BN8_FORMATS = ("q4_0", "q4_k")
+# ... except Q4_K matrices of more than 4096 rows (q+k, gate+up), at 4 weight rows under a cap
+# of VERIFY_REGS registers per thread: uncapped, the 5-row programs take 255 registers (8
+# warps per SM, latency-bound: session 14's ncu); capped they run 12 warps and spill ~340 B
+# a thread to L1. H200, 5 rows, weights from memory (scripts/probe_dp4a_regs.py, BENCHMARKS.md
+# session 21), us, 8 rows uncapped -> 4 rows capped: 28672x4096 32.5 -> 29.2, 5120x4096 10.6
+# -> 9.1; 4096-row matrices lost (4096x14336 15.2 -> 18.7), Q6_K / Q4_0 moved within 3%
+_CAPPED_FORMATS = ("q4_k",)
+VERIFY_REGS = 168
 
 
 # one activation row: (config above 8192 weight rows, config for 1025..8192 rows) per format,
@@ -299,6 +308,8 @@ def dp4a_config(fmt: str, n: int, k: int, num_sms: int, rows: int = 1) -> Dp4aCo
     if rows > 1:
         bn = 8 if rows >= 5 and fmt in _BN8_FORMATS else 4
         cfg = Dp4aConfig(bn, 1, 1 if n > 8192 else 2)
+        if rows >= 5 and fmt in _CAPPED_FORMATS and n > 4096:
+            cfg = replace(cfg, bn=4, regs=VERIFY_REGS)
     elif n <= 1024:
         cfg = Dp4aConfig(2, 1, 4)
     else:
@@ -390,6 +401,7 @@ def dp4a_launch(
         t, n, groups, per_split, k // 4, xs.stride(0), out.stride(0),
         **kernel_constexprs(fmt, cfg.bn, ng, groups, rb, split > 1, bias is not None, _emu()),
         num_warps=fitting_warps(cfg.warps, ng), num_stages=1, **pdl_args(xq.device),
+        **({"maxnreg": cfg.regs} if cfg.regs else {}),
     )  # fmt: skip
     return out if split == 1 else out.to(out_dtype)
 
