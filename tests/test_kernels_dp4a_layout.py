@@ -92,7 +92,8 @@ def test_dp4a_loops_keep_tiles_in_registers(tmp_path: Path) -> None:
 
 def test_tall_q4k_verify_rows_take_the_register_cap() -> None:
     """5+ activation rows of a Q4_K matrix taller than 4096 rows: 4 weight rows per program
-    under VERIFY_REGS registers; 4096-row matrices, other formats and fewer rows uncapped."""
+    under VERIFY_REGS registers, of a Q6_K matrix of up to 1024 rows: 2 under the cap;
+    4096-row matrices, other formats and fewer rows uncapped."""
     tall = dp.dp4a_config("q4_k", 28672, 4096, 132, 5)
     assert (tall.bn, tall.regs) == (4, dp.VERIFY_REGS)
     assert dp.dp4a_config("q4_k", 5120, 4096, 132, 9).regs == dp.VERIFY_REGS
@@ -100,6 +101,9 @@ def test_tall_q4k_verify_rows_take_the_register_cap() -> None:
     assert dp.dp4a_config("q4_k", 28672, 4096, 132, 3).regs == 0
     assert dp.dp4a_config("q4_k", 28672, 4096, 132, 1).regs == 0
     assert dp.dp4a_config("q6_k", 128256, 4096, 132, 5).regs == 0
+    small = dp.dp4a_config("q6_k", 1024, 4096, 132, 5)
+    assert (small.bn, small.regs, small.split) == (2, dp.VERIFY_REGS, 1)
+    assert dp.dp4a_config("q4_0", 1024, 4096, 132, 5).regs == 0
 
 
 def test_the_other_tile_order_converts_every_step(tmp_path: Path) -> None:

@@ -272,14 +272,19 @@ class Dp4aConfig:
 
 # formats measured faster with 8 weight rows per program at 5+ activation rows (Q6_K: 4)
 _BN8_FORMATS = ("q4_0", "q4_k")
-# ... except Q4_K matrices of more than 4096 rows (q+k, gate+up), at 4 weight rows under a cap
-# of VERIFY_REGS registers per thread: uncapped, the 5-row programs take 255 registers (8
-# warps per SM, latency-bound: session 14's ncu); capped they run 12 warps and spill ~340 B
-# a thread to L1. H200, 5 rows, weights from memory (scripts/probe_dp4a_regs.py, BENCHMARKS.md
-# session 21), us, 8 rows uncapped -> 4 rows capped: 28672x4096 32.5 -> 29.2, 5120x4096 10.6
-# -> 9.1; 4096-row matrices lost (4096x14336 15.2 -> 18.7), Q6_K / Q4_0 moved within 3%
-_CAPPED_FORMATS = ("q4_k",)
+# ... and at 5+ rows these (format, fewest and most weight rows N) take (weight rows per
+# program, a cap of registers per thread): uncapped, the 5-row programs of Q4_K take 255
+# registers (8 warps per SM, latency-bound: session 14's ncu); capped they run 12 warps and
+# spill ~340 B a thread to L1. H200, 5 rows, weights from memory (scripts/probe_dp4a_regs.py,
+# BENCHMARKS.md session 21), us: Q4_K 28672x4096 32.5 -> 29.2 and 5120x4096 10.6 -> 9.1 (8
+# rows uncapped -> 4 capped), Q6_K 1024x4096 6.5 -> 4.5 (4 rows uncapped -> 2 capped); the
+# 4096-row Q4_K matrices lost under a cap (4096x14336 15.2 -> 18.7 at 4 rows, 4096x4096 6.2
+# -> 6.8), the Q6_K LM head / down and Q4_0 22016x4096 moved within 3%
 VERIFY_REGS = 168
+_VERIFY_TILES = (
+    ("q4_k", 4097, 1 << 30, 4, VERIFY_REGS),
+    ("q6_k", 1, 1024, 2, VERIFY_REGS),
+)
 
 
 # one activation row: (config above 8192 weight rows, config for 1025..8192 rows) per format,
@@ -308,8 +313,10 @@ def dp4a_config(fmt: str, n: int, k: int, num_sms: int, rows: int = 1) -> Dp4aCo
     if rows > 1:
         bn = 8 if rows >= 5 and fmt in _BN8_FORMATS else 4
         cfg = Dp4aConfig(bn, 1, 1 if n > 8192 else 2)
-        if rows >= 5 and fmt in _CAPPED_FORMATS and n > 4096:
-            cfg = replace(cfg, bn=4, regs=VERIFY_REGS)
+        for ofmt, lo, hi, obn, regs in _VERIFY_TILES if rows >= 5 else ():
+            if fmt == ofmt and lo <= n <= hi:
+                cfg = replace(cfg, bn=obn, regs=regs)
+                break
     elif n <= 1024:
         cfg = Dp4aConfig(2, 1, 4)
     else:
