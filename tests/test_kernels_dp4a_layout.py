@@ -90,10 +90,10 @@ def test_dp4a_loops_keep_tiles_in_registers(tmp_path: Path) -> None:
     assert capped and all(r["registers"] <= r["cfg"]["regs"] for r in capped)
 
 
-def test_tall_q4k_verify_rows_take_the_register_cap() -> None:
-    """5+ activation rows of a Q4_K matrix taller than 4096 rows: 4 weight rows per program
-    under VERIFY_REGS registers, of a Q6_K matrix of up to 1024 rows: 2 under the cap;
-    4096-row matrices, other formats and fewer rows uncapped."""
+def test_verify_rows_take_the_table_tiles() -> None:
+    """`_VERIFY_TILES` at 5+ activation rows: a Q4_K matrix taller than 4096 rows takes 4 weight
+    rows per program under VERIFY_REGS registers, a Q6_K matrix of up to 1024 rows 2 under the
+    cap; 4096-row matrices, other formats and fewer rows stay uncapped."""
     tall = dp.dp4a_config("q4_k", 28672, 4096, 132, 5)
     assert (tall.bn, tall.regs) == (4, dp.VERIFY_REGS)
     assert dp.dp4a_config("q4_k", 5120, 4096, 132, 9).regs == dp.VERIFY_REGS

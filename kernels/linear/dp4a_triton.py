@@ -309,7 +309,8 @@ def dp4a_config(fmt: str, n: int, k: int, num_sms: int, rows: int = 1) -> Dp4aCo
     rows leave SMs idle (a split costs a zeroing and a conversion kernel). Several activation
     rows (`rows`: scripts/sweep_dp4a_rows.py --alts, T = 2, 3, 5): more weight rows per program
     (4, 8 for 5+ activation rows of the 4-bit formats) share each activation load (1.1-1.5x
-    faster than the one-row config at 5 rows)."""
+    faster than the one-row config at 5 rows); at 5+ rows `_VERIFY_TILES` sets the weight rows
+    and a register cap of the matrices where a cap measured faster."""
     if rows > 1:
         bn = 8 if rows >= 5 and fmt in _BN8_FORMATS else 4
         cfg = Dp4aConfig(bn, 1, 1 if n > 8192 else 2)
