@@ -46,14 +46,14 @@ def mm_ptrs(p0, p1, p2, p3, p4, rows, g_lo, G, NG: tl.constexpr):
     """qs int32 [N, 4G], d fp16 [N, G] in reverse group order."""
     r2, g2, o4, o1, osb = mq.index(rows, g_lo, G, NG)
     wp = p0 + o4
-    sp = p1 + r2 * G + (G - 1 - g2)
+    sp = p1 + r2 * G + (G - g_lo - NG) + tl.arange(0, NG)[None, :]  # increasing: 16-byte loads
     return wp, wp, sp, sp, sp
 
 
 @triton.jit
 def mm_load(wp, hp, sp, dp, mp):
     wd = mq.load_words(wp, sp, 4)  # [BN, NG, 4] int32
-    s = tl.load(sp)  # [BN, NG]
+    s = tl.flip(tl.load(sp), 1)  # [BN, NG] in group order
     return wd, wd, s, s, s
 
 
