@@ -146,7 +146,7 @@ def _largest_ng(ng: int, groups: int) -> int:
 def mm_smem(fmt: str, cfg: MMConfig, arch: int) -> int:
     """Shared memory of a launch with fp16 / bf16 x on sm_`arch`, bytes, as Triton 3.6-3.9
     allocates it (`scripts/check_consumer_configs.py` compiles every choice and checks the
-    real figure; within 2% on sm_86 / sm_89, 8% on sm_90). sm_8x: `stages - 1` buffers of
+    real figure; within 2% on sm_86 / sm_89, 11% on sm_90). sm_8x: `stages - 1` buffers of
     the x tile and of the packed weight tile in flight, and the decoded [BN, NG * 32] fp16
     operand of the MMA. sm_90 (wgmma): `stages` x buffers, and a swapped config's decoded
     weights reach the MMA from registers (A operand), so they take no shared memory."""

@@ -43,7 +43,11 @@ def dp4a_group(acc, words, extra, s0, m0, s1, m1, xw, xs, g, gmask, EMU: tl.cons
 
 @triton.jit
 def mm_ptrs(p0, p1, p2, p3, p4, rows, g_lo, G, NG: tl.constexpr):
-    """qs int32 [N, 4G], d fp16 [N, G] in reverse group order."""
+    """qs int32 [N, 4G], d fp16 [N, G] in reverse group order, read at increasing addresses
+    (`mm_load` flips each row's NG scales in registers): Triton then streams them with the words
+    (8-byte cp.async) where the reversed index gave 2-byte loads outside the pipeline, each using
+    2 of a 32-byte sector (ncu). H200, A/B in one call (BENCHMARKS.md session 21), us:
+    22016x4096 at 16 rows 56.6 -> 35.1, 12288x4096 at 32 rows 30.5 -> 25.8."""
     r2, g2, o4, o1, osb = mq.index(rows, g_lo, G, NG)
     wp = p0 + o4
     sp = p1 + r2 * G + (G - g_lo - NG) + tl.arange(0, NG)[None, :]  # increasing: 16-byte loads
