@@ -50,10 +50,16 @@ def cold_copies(fmt: str, n: int, k: int):
     return w, [[p.clone() for p in planes] for _ in range(reps)]
 
 
-def time_us(mod, x, copies, fmt, n, cfg) -> float:
+def launch(mod, x, planes, fmt, n, cfg, exact: bool = False):
+    """One GEMM: the engine's `qmm_launch` (fitted, spill guard) or, `exact`, `cfg` as given."""
+    return mod._launch(x, planes, fmt, n, None, cfg)[0] if exact else mod.qmm_launch(
+        x, planes, fmt, n, None, cfg)  # fmt: skip
+
+
+def time_us(mod, x, copies, fmt, n, cfg, exact: bool = False) -> float:
     def run():
         for planes in copies:
-            mod.qmm_launch(x, planes, fmt, n, None, cfg)
+            launch(mod, x, planes, fmt, n, cfg, exact)
 
     return do_bench_cudagraph(run, rep=30) * 1e3 / len(copies)
 
@@ -76,20 +82,20 @@ def neighbours(cfg, n: int) -> list:
     return uniq
 
 
-def time_configs(fmt, n, k, t, copies, cfgs, deadline=float("inf")) -> list:
+def time_configs(fmt, n, k, t, copies, cfgs, deadline=float("inf"), exact=False) -> list:
     """[(us, config, max error relative to the first config's output)] for `cfgs` (the
     heuristic's first) on t random rows; configs that do not compile or fit are reported."""
     x = torch.randn(t, k, device="cuda").half()
-    ref = mm.qmm_launch(x, copies[0], fmt, n, None, cfgs[0]).float()
+    ref = launch(mm, x, copies[0], fmt, n, cfgs[0], exact).float()
     res = []
     for c in cfgs:
         if time.time() > deadline:
             print("budget spent", flush=True)
             break
         try:
-            o = mm.qmm_launch(x, copies[0], fmt, n, None, c).float()
+            o = launch(mm, x, copies[0], fmt, n, c, exact).float()
             err = ((o - ref).abs().max() / ref.abs().max()).item()
-            res.append((time_us(mm, x, copies, fmt, n, c), c, err))
+            res.append((time_us(mm, x, copies, fmt, n, c, exact), c, err))
         except Exception as e:  # noqa: BLE001 - configs that do not compile or fit
             print(f"   {c}: {type(e).__name__}", flush=True)
     return res
@@ -140,7 +146,7 @@ def run_confirm(old, fmt, n, k, t, w, copies, sms, smem, arch) -> None:
         f.write(json.dumps({"fmt": fmt, "n": n, "k": k, "t": t, "runs": res}) + "\n")
 
 
-def _warm(jobs: list) -> int:
+def _warm(jobs: list, exact: bool = False) -> int:
     """Compile (launch once) every listed config of one worker's share."""
     done, weights = 0, {}
     for fmt, n, k, t, cfg in jobs:
@@ -149,7 +155,7 @@ def _warm(jobs: list) -> int:
             weights[(fmt, n, k)] = [w.tensors[p] for p in kernel_facts(fmt).planes]
         x = torch.randn(t, k, device="cuda").half()
         try:
-            mm.qmm_launch(x, weights[(fmt, n, k)], fmt, n, None, mm.MMConfig(**cfg))
+            launch(mm, x, weights[(fmt, n, k)], fmt, n, mm.MMConfig(**cfg), exact)
             done += 1
         except Exception:  # noqa: BLE001, S112 - the timing pass reports it
             continue
@@ -159,13 +165,22 @@ def _warm(jobs: list) -> int:
 
 def run_configs(path: str, warm: int, sms: int, smem: int, arch: int) -> None:
     rows = [json.loads(line) for line in open(path) if line.strip()]
-    jobs = [(r["fmt"], r["n"], r["k"], r["t"], r["cfg"]) for r in rows]
+    run_jobs([(r["fmt"], r["n"], r["k"], r["t"], r["cfg"]) for r in rows], warm, sms, smem, arch)
+
+
+def run_jobs(jobs: list, warm: int, sms: int, smem: int, arch: int, exact: bool = False,
+             name: str = "probe_qmm_configs.jsonl", tag: str = "") -> None:  # fmt: skip
+    """Time the heuristic's config and each listed one ((fmt, n, k, t, cfg as a dict)) per
+    shape, compiled first in `warm` processes; `exact`: launched as given (no fitting or spill
+    guard). Prints the best per shape, appends every timing to $OUT/`name`."""
     if warm > 1:
         import multiprocessing
+        from functools import partial
 
         shares = [jobs[i::warm] for i in range(warm)]
         with multiprocessing.get_context("spawn").Pool(warm) as pool:
-            print(f"compiled {sum(pool.map(_warm, shares))} of {len(jobs)}", flush=True)
+            done = sum(pool.map(partial(_warm, exact=exact), shares))
+            print(f"compiled {done} of {len(jobs)}", flush=True)
     by_shape: dict = {}
     for fmt, n, k, t, cfg in jobs:
         by_shape.setdefault((fmt, n, k), {}).setdefault(t, []).append(mm.MMConfig(**cfg))
@@ -173,12 +188,13 @@ def run_configs(path: str, warm: int, sms: int, smem: int, arch: int) -> None:
         w, copies = cold_copies(fmt, n, k)
         for t, cfgs in per_t.items():
             heur = mm.mm_config(fmt, n, k, t, sms, smem, arch)
-            res = time_configs(fmt, n, k, t, copies, [heur] + [c for c in cfgs if c != heur])
+            res = time_configs(fmt, n, k, t, copies, [heur] + [c for c in cfgs if c != heur],
+                               exact=exact)  # fmt: skip
             best = min(res, key=lambda r: r[0])
-            print(f"{fmt} {n}x{k} T={t}: heuristic {res[0][0]:.1f} us, best {best[0]:.1f} us "
-                  f"({w.nbytes / best[0] / 1e3 / PEAK_BW * 1e9:.0%}) {best[1]} err {best[2]:.0e}",
-                  flush=True)  # fmt: skip
-            write_records("probe_qmm_configs.jsonl", fmt, n, k, t, res, heur)
+            print(f"{tag}{fmt} {n}x{k} T={t}: heuristic {res[0][0]:.1f} us, best {best[0]:.1f} "
+                  f"us ({w.nbytes / best[0] / 1e3 / PEAK_BW * 1e9:.0%}) {best[1]} err "
+                  f"{best[2]:.0e}", flush=True)  # fmt: skip
+            write_records(name, fmt, n, k, t, res, heur)
 
 
 def main() -> None:
