@@ -18,10 +18,11 @@ Checks each output against x @ W^T of the dequantized weight, then times it (wei
 memory, CUDA graph) next to `_qmm_kernel` at the dispatch's config. Triton 3.6 breaks ties
 between equally contiguous dimensions the other way (session 20), so there the tile is built
 with its dimensions reversed and permuted back after the load (REV); that build does not get
-the layout yet (its loads are not vectorized). `--asm` decodes each word pair with one packed-fp16
-asm (`_PAIR_ASM`, pack = 2): ~2 instructions a weight, but Triton 3.9 then lays the tile out
-otherwise: shared-memory conversions came back in every stages / warps variant compiled for
-sm_90 (and at 4 warps with 2-3 stages the 16 waits), so it was not timed."""
+the layout yet (its loads are not vectorized). `--bits` builds the fp16 weights from their bits
+in plain Triton (0x6400 | f, then (x - 1032) * scale). Two packed-fp16 inline-asm decodes (one
+asm per word pair with pack = 2, one per word) were compiled for sm_90 and removed: Triton 3.9
+laid their tiles out otherwise, and the shared-memory conversions came back (BENCHMARKS.md,
+session 21)."""
 
 from __future__ import annotations
 
@@ -42,25 +43,6 @@ from localllm.kernels.device import device_props  # noqa: E402
 from localllm.kernels.linear import qmm_triton as mm  # noqa: E402
 from localllm.kernels.quant.dp4a_ops_triton import ROWS_FIRST  # noqa: E402
 
-# one word ($4; $5 = 4 q, $6 its scale) -> its fields q, q + 2, q + 4, q + 6 as fp16 ($0..$3),
-# decoded in pairs (q, q + 4), (q + 2, q + 6) with the engine's 0x6400 trick: ~2 instructions a
-# weight (exact: (1024 + f) - 1032 = f - 8 in fp16, then one multiply by the scale)
-_WORD_ASM = tl.constexpr("""{
-    .reg .b32 a, t0, t1, s2, c0;
-    mov.b32 c0, 0x64086408;
-    mov.b32 s2, {$6, $6};
-    shr.u32 a, $4, $5;
-    lop3.b32 t0, a, 0x000F000F, 0x64006400, 0xEA;
-    shr.u32 a, a, 8;
-    lop3.b32 t1, a, 0x000F000F, 0x64006400, 0xEA;
-    sub.rn.f16x2 t0, t0, c0;
-    sub.rn.f16x2 t1, t1, c0;
-    mul.rn.f16x2 t0, t0, s2;
-    mul.rn.f16x2 t1, t1, s2;
-    mov.b32 {$0, $2}, t0;
-    mov.b32 {$1, $3}, t1;
-}""")
-
 
 @triton.jit
 def _h(f):
@@ -71,7 +53,7 @@ def _h(f):
 @triton.jit
 def _dotop_kernel(W, S, X, OUT, T, N, G, stride_xm, stride_om, BM: tl.constexpr,
                   NG: tl.constexpr, STAGES: tl.constexpr, REV: tl.constexpr,
-                  ASM: tl.constexpr = False, BITS: tl.constexpr = False):  # fmt: skip
+                  BITS: tl.constexpr = False):  # fmt: skip
     """out [T, N] = x [T, K] @ W^T: program (n, m) owns weight rows [64 n, 64 n + 64) and x rows
     [BM m, BM m + BM). W: int32 [N, 4 G] (field s of word w = element 4 s + w of a group),
     S: fp16 [N, G] (forward group order), weight = (field - 8) * scale."""
@@ -106,20 +88,14 @@ def _dotop_kernel(W, S, X, OUT, T, N, G, stride_xm, stride_om, BM: tl.constexpr,
             d = tl.permute(d, (5, 4, 3, 2, 1, 0))
         wd = tl.reshape(wd, [NG, 2, 4, 8, 2, 2, 2])  # [.., q, w1, w0]
         d = tl.reshape(d, [NG, 2, 4, 8, 2, 2, 2])
-        sh = 4 * q[:, :, :, :, :, :, None] + wd * 0  # [.., w0]: the field parity's shift
-        if ASM:  # packed fp16, one asm per word (elementwise: the layout of the fp32 path)
-            u0, u2, u4, u6 = tl.inline_asm_elementwise(
-                _WORD_ASM, "=h,=h,=h,=h,r,r,h", [wd, sh, d.to(tl.float16)],
-                dtype=(tl.float16,) * 4, is_pure=True, pack=1)  # fmt: skip
-        elif BITS:  # fp16 from the bits: 0x6400 | f is 1024 + f, then (x - 1032) * scale
-            v = wd >> sh
+        v = wd >> (4 * q[:, :, :, :, :, :, None])  # fields q, q + 2, q + 4, q + 6 at bits 0, 8, ..
+        if BITS:  # fp16 from the bits: 0x6400 | f is 1024 + f, then (x - 1032) * scale
             d16 = d.to(tl.float16)
             u0 = (_h(v & 15) - 1032.0) * d16
             u2 = (_h((v >> 8) & 15) - 1032.0) * d16
             u4 = (_h((v >> 16) & 15) - 1032.0) * d16
             u6 = (_h((v >> 24) & 15) - 1032.0) * d16
         else:
-            v = wd >> sh
             u0 = (((v & 15).to(tl.float32) - 8.0) * d).to(tl.float16)  # field q
             u2 = ((((v >> 8) & 15).to(tl.float32) - 8.0) * d).to(tl.float16)  # field q + 2
             u4 = ((((v >> 16) & 15).to(tl.float32) - 8.0) * d).to(tl.float16)  # q + 4
@@ -139,12 +115,12 @@ def _dotop_kernel(W, S, X, OUT, T, N, G, stride_xm, stride_om, BM: tl.constexpr,
     tl.store(op, acc.to(OUT.dtype.element_ty), mask=(offs_m < T)[:, None] & (offs_n < N)[None, :])
 
 
-def dotop_launch(x, qs, d, n, bm, ng, stages, warps, asm=False, bits=False):
+def dotop_launch(x, qs, d, n, bm, ng, stages, warps, bits=False):
     t, k = x.shape
     out = torch.empty((t, n), device=x.device, dtype=x.dtype)
     grid = (triton.cdiv(n, 64), triton.cdiv(t, bm))
     _dotop_kernel[grid](qs, d, x, out, t, n, k // 32, x.stride(0), out.stride(0), BM=bm, NG=ng,
-                        STAGES=stages, REV=not bool(ROWS_FIRST), ASM=asm, BITS=bits, num_warps=warps)  # fmt: skip
+                        STAGES=stages, REV=not bool(ROWS_FIRST), BITS=bits, num_warps=warps)  # fmt: skip
     return out
 
 
@@ -160,7 +136,6 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--ts", default="32,64")
     ap.add_argument("--shapes", default="22016x4096,12288x4096,4096x4096,4096x11008")
-    ap.add_argument("--asm", action="store_true", help="the packed-fp16 asm decode (docstring)")
     ap.add_argument("--bits", action="store_true", help="fp16 from the bits in plain Triton")
     ap.add_argument("--configs", default="8:3:4,8:3:8,8:4:4,4:4:4,8:2:4",
                     help="groups per step : stages : warps, comma-separated")  # fmt: skip
@@ -187,14 +162,12 @@ def main() -> None:
             for bm in [min(64, max(16, t))]:
                 for ng, stages, warps in cfgs:
                     try:
-                        o = dotop_launch(
-                            x, qs0, d0, n, bm, ng, stages, warps, a.asm, a.bits
-                        ).float()
+                        o = dotop_launch(x, qs0, d0, n, bm, ng, stages, warps, a.bits).float()
                         err = ((o - ref).abs().max() / ref.abs().max()).item()
 
                         def run(bm=bm, ng=ng, stages=stages, warps=warps, x=x, copies=copies, n=n):
                             for qs, d in copies:
-                                dotop_launch(x, qs, d, n, bm, ng, stages, warps, a.asm, a.bits)
+                                dotop_launch(x, qs, d, n, bm, ng, stages, warps, a.bits)
 
                         us = do_bench_cudagraph(run, rep=30) * 1e3 / len(copies)
                     except Exception as e:  # noqa: BLE001 - a config that does not fit
