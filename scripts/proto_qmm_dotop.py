@@ -37,7 +37,7 @@ import triton.language as tl
 from triton.testing import do_bench_cudagraph
 
 sys.path.insert(0, os.path.dirname(__file__))
-from probe_qmm import cold_copies  # noqa: E402
+from probe_qmm import cold_copies, time_us  # noqa: E402
 
 from localllm.kernels.device import device_props  # noqa: E402
 from localllm.kernels.linear import qmm_triton as mm  # noqa: E402
@@ -152,11 +152,7 @@ def main() -> None:
             ref = x.float() @ ref_w.t()
             cfg = mm.mm_config("q4_0", n, k, t, props.sm_count, props.smem_per_block, props.arch)
 
-            def engine(cfg=cfg, x=x, copies=copies, n=n):
-                for planes in copies:
-                    mm._launch(x, planes, "q4_0", n, None, cfg)
-
-            base = do_bench_cudagraph(engine, rep=30) * 1e3 / len(copies)
+            base = time_us(mm, x, copies, "q4_0", n, cfg, exact=True)
             line = f"q4_0 {n}x{k} T={t}: engine {base:.1f} us |"
             cfgs = [tuple(map(int, c.split(":"))) for c in a.configs.split(",")]
             for bm in [min(64, max(16, t))]:
