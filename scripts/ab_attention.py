@@ -6,7 +6,7 @@ rows). Run it once per package version in the same call to A/B a kernel change
 (`PYTHONPATH` picks the version).
 
 Usage: python3 scripts/ab_attention.py [--seqs 129,1024,4161,16513] [--q 1,5] [--parts 8,16]
-    [--variants s1,s3,n32,w2,n128s1] [--models llama3-8b,llama2-7b] [--kv fp16,int8] [--tag new]
+    [--variants s1,s3,n32,w2,p1,n128s1] [--models llama3-8b,llama2-7b] [--kv fp16,int8] [--tag new]
 Appends JSON lines to $OUT/ab_attention.jsonl.
 """
 
@@ -33,17 +33,18 @@ KV = {"fp16": torch.float16, "int8": torch.int8}
 COLD_BYTES = 256 << 20  # KV copies cycled per replay: several times an H200's 50 MB L2
 
 
-def _with_plan(block_n: int | None, warps: int | None):  # noqa: ANN202
-    """`plan_launch` with BLOCK_N and / or the warps per program forced (partition lengths
-    rounded up to the tile)."""
+def _with_plan(block_n: int | None, warps: int | None, prefetch: int | None):  # noqa: ANN202
+    """`plan_launch` with BLOCK_N, the warps per program and / or the register prefetch of
+    one-stage decode forced (partition lengths rounded up to the tile)."""
     plan = pt.plan_launch
 
     def planned(batch: int, n_kv: int, *args, **kwargs) -> pt.Plan:  # noqa: ANN002, ANN003
         p = plan(batch, n_kv, *args, **kwargs)
         bn = block_n or p.block_n
         part_len = min(triton.cdiv(p.part_len, bn) * bn, 2**30)
+        pf = p.prefetch if prefetch is None else bool(prefetch)
         return dataclasses.replace(p, block_n=bn, part_len=part_len,
-                                   num_warps=warps or p.num_warps)  # fmt: skip
+                                   num_warps=warps or p.num_warps, prefetch=pf)  # fmt: skip
 
     return planned
 
@@ -53,7 +54,8 @@ def time_case(hq: int, hkv: int, kv: torch.dtype, seq: int, q_len: int, window: 
     """us per launch and GB/s of KV read, the plan made for the live context and for the
     window, the live context over each forced number of KV partitions in `parts`, and the live
     plan with each of `variants` ("s3": 3 pipeline stages, "n32": 32-token KV tiles, "w2": 2
-    warps per program, "n128s1w2": several)."""
+    warps per program, "p1" / "p0": the one-stage register prefetch on / off, "n128s1w2":
+    several)."""
     one = kv_token_bytes(hkv, 128, kv) * seq  # one sequence's KV
     copies = max(2, min(256, COLD_BYTES // one))
     q, kc, vc, ks, vs, tables, _, lens, _, _, scale = paged_inputs(copies, seq, q_len, hq, hkv,
@@ -64,7 +66,7 @@ def time_case(hq: int, hkv: int, kv: torch.dtype, seq: int, q_len: int, window: 
     cases = [("live", seq, None, ""), ("window", max(window, seq), None, "")]
     cases += [(f"p{p}", seq, p, "") for p in parts] + [(v, seq, None, v) for v in variants]
     for plan, plan_len, forced, variant in cases:
-        knobs = {k: int(v) for k, v in re.findall(r"([snw])(\d+)", variant)}
+        knobs = {k: int(v) for k, v in re.findall(r"([snwp])(\d+)", variant)}
         stages = knobs.get("s")
 
         def run(plan_len: int = plan_len, forced: int | None = forced, st=stages) -> None:
@@ -74,8 +76,8 @@ def time_case(hq: int, hkv: int, kv: torch.dtype, seq: int, q_len: int, window: 
                                        parts=forced, num_stages=st)  # fmt: skip
 
         saved = pt.plan_launch
-        if "n" in knobs or "w" in knobs:
-            pt.plan_launch = _with_plan(knobs.get("n"), knobs.get("w"))
+        if knobs.keys() & {"n", "w", "p"}:
+            pt.plan_launch = _with_plan(knobs.get("n"), knobs.get("w"), knobs.get("p"))
         try:
             us = do_bench_cudagraph(run, rep=30) * 1e3 / copies
         finally:
@@ -91,7 +93,11 @@ def main() -> None:
     ap.add_argument("--q", default="1,5")
     ap.add_argument("--window", type=int, default=16640)
     ap.add_argument("--parts", default="", help="also force these KV partition counts")
-    ap.add_argument("--variants", default="", help="s3: 3 stages, n32: 32-token tiles, w2: 2 warps")
+    ap.add_argument(
+        "--variants",
+        default="",
+        help="s3: 3 stages, n32: 32-token tiles, w2: 2 warps, p1: the prefetch",
+    )
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--kv", default=",".join(KV))
     ap.add_argument("--tag", default="")

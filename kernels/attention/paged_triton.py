@@ -9,6 +9,7 @@ paged_triton_kernels.py; the contract is the reference's in paged.py.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 
 import torch
@@ -78,6 +79,17 @@ def kv_stages(quantized: bool) -> int:
     return 1 if quantized else 2
 
 
+def kv_widen(kv_dtype: torch.dtype, act_dtype: torch.dtype, props: DeviceProps) -> int:
+    """How `_attn_kernel` widens KV tiles (its WIDEN): 1, int8 KV under fp16 activations on a
+    GPU, by packed-fp16 PTX (`_I8_TO_F16`); 0, Triton's conversion (other dtypes, the
+    interpreter, which runs no PTX). H200, one token, cold KV, us per layer, Triton's
+    conversion -> PTX (`scripts/ab_attention.py`, benchmarks/session22): llama2-7b 1,024 /
+    4,161 / 16,513 tokens 14.2 / 26.9 / 92.8 -> 12.1 / 25.3 / 71.4 (with the 64-token tiles
+    of `plan_launch`), llama3-8b 16,513 tokens 31.6 -> 29.7."""
+    gpu = props.name != "interpreter" and os.environ.get("TRITON_INTERPRET") != "1"
+    return int(gpu and kv_dtype == torch.int8 and act_dtype == torch.float16)
+
+
 def attn_smem(block_m: int, block_n: int, d_pad: int, elt: int, stages: int) -> int:
     """Shared memory of one attention program, bytes: an upper bound of what Triton 3.9
     allocates on sm_86 and sm_90 (`stages` K and V tiles, the Q and P tiles; `elt` 4 for fp32
@@ -98,16 +110,18 @@ def plan_launch(
     elt: int = 2,
     stages: int = 2,
     quantized: bool = False,
+    widen: int = 0,
 ) -> Plan:
     """Tile sizes and KV split for one call; `parts` forces the split (tests). `smem`: the
     GPU's shared memory per block; tiles shrink until `attn_smem` fits it (`elt`: bytes per
     activation element, `stages`: the pipeline depth of the launch; `quantized`: an int8 /
-    fp8 KV cache)."""
+    fp8 KV cache; `widen`: how its tiles are widened, `kv_widen`)."""
     block_n = 64 if d_pad <= 128 else 32
-    if quantized and max_q_len <= 1 and group == 1:
-        # one query row per KV head (MHA) over int8 / fp8 KV: 32-token tiles (H200,
-        # scripts/sweep_long_attention.py, llama2-7b int8 at 16K: 100.8 us per layer, the best
-        # of 54 variants incl. 64-token tiles at 1-3 stages)
+    if quantized and max_q_len <= 1 and group == 1 and not widen:
+        # one query row per KV head (MHA) over int8 / fp8 KV converted by Triton: 32-token
+        # tiles (H200, scripts/sweep_long_attention.py, llama2-7b int8 at 16K: 100.8 us per
+        # layer, the best of 54 variants incl. 64-token tiles at 1-3 stages). Widened by PTX
+        # (`kv_widen`), 64-token tiles: 71.4 against 100.0 us with 32 (benchmarks/session22)
         block_n = 32
     max_q_len = max(max_q_len, 1)
     if max_q_len <= DECODE_MAX_Q:
@@ -240,8 +254,10 @@ def run_paged_attention(
     d_pad = max(16, triton.next_power_of_2(d))
     gpu = props or device_props(q.device)
     target = target_programs(gpu) if props or q.device.type == "cuda" else 1
+    widen = kv_widen(k_cache.dtype, q.dtype, gpu)
     plan = plan_launch(batch, n_kv, group, d_pad, max_q_len, max_seq_len, target, parts,
-                       gpu.smem_per_block, q.element_size(), num_stages, kv_quant)  # fmt: skip
+                       gpu.smem_per_block, q.element_size(), num_stages, kv_quant,
+                       widen)  # fmt: skip
     ks = k_scale if kv_quant and k_scale is not None else k_cache  # dummies for float caches
     vs = v_scale if kv_quant and v_scale is not None else v_cache
     split = plan.parts > 1
@@ -268,7 +284,7 @@ def run_paged_attention(
         live_cap=(live_parts or plan.live_cap) if merge else 1,
         PART_TILES=DECODE_PART_TILES,
         MERGE_ROWS=plan.merge_rows if merge else 1, MERGE_PARTS=plan.merge_parts if merge else 1,
-        PREFETCH=plan.prefetch,
+        PREFETCH=plan.prefetch, WIDEN=widen,
     )  # fmt: skip
     if split and not merge:
         _merge_kernel[(t, hq)](

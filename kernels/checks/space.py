@@ -21,6 +21,7 @@ from localllm.config import BLOCK_SIZES
 from localllm.kernels.attention.kv_dtypes import KV_DTYPES, KVDtype
 from localllm.kernels.attention.paged_triton import (
     kv_stages,
+    kv_widen,
     plan_launch,
     run_paged_attention,
     target_programs,
@@ -189,7 +190,8 @@ def _attention_cases(props: DeviceProps, m: ModelShape) -> Iterator[Case]:
                         q = kv.quantized  # planned as run_paged_attention plans it
                         plan = plan_launch(batch, m.n_kv, m.n_q // m.n_kv, d_pad, q_len, seq,
                                            target_programs(props), None, props.smem_per_block,
-                                           dtype.itemsize, kv_stages(q), q)  # fmt: skip
+                                           dtype.itemsize, kv_stages(q), q,
+                                           kv_widen(kv.dtype, dtype, props))  # fmt: skip
                         key = (kv, dtype, bs, plan, _spec(batch * q_len), _spec(-(-seq // bs)))
                         yield key, functools.partial(_attention, props, m, kv, dtype, bs, batch,
                                                      q_len, seq)  # fmt: skip
