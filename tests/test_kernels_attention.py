@@ -318,17 +318,19 @@ def test_triton_decode_cuda_graph_replay() -> None:
 
 def test_kv_widen_policy() -> None:
     """int8 KV under fp16 activations is widened by the packed-fp16 PTX on a GPU (sm_86 and
-    sm_89 profiles too: the consumer check compiles it); other dtypes and the interpreter take
-    Triton's conversion."""
-    from localllm.kernels.attention.paged_triton import kv_widen
+    sm_89 profiles too: the consumer check compiles it) in tiles of up to WIDEN_MAX_ROWS query
+    rows; other dtypes, longer chunks and the interpreter take Triton's conversion."""
+    from localllm.kernels.attention.paged_triton import WIDEN_MAX_ROWS, kv_widen
     from localllm.kernels.device import INTERPRETER, profile
 
     for gpu in ("h200", "rtx3060", "rtx4090"):
-        assert kv_widen(torch.int8, torch.float16, profile(gpu)) == int(not INTERPRET)
+        for rows in (1, 4, 20, WIDEN_MAX_ROWS):  # decode, MHA / GQA verify rows
+            assert kv_widen(torch.int8, torch.float16, profile(gpu), rows) == int(not INTERPRET)
+        assert kv_widen(torch.int8, torch.float16, profile(gpu), WIDEN_MAX_ROWS + 1) == 0
         for kv, act in ((torch.int8, torch.bfloat16), (torch.float16, torch.float16),
                         (torch.float8_e4m3fn, torch.float16), (torch.int8, torch.float32)):  # fmt: skip
-            assert kv_widen(kv, act, profile(gpu)) == 0
-    assert kv_widen(torch.int8, torch.float16, INTERPRETER) == 0
+            assert kv_widen(kv, act, profile(gpu), 1) == 0
+    assert kv_widen(torch.int8, torch.float16, INTERPRETER, 1) == 0
 
 
 @pytest.mark.gpu
@@ -342,7 +344,8 @@ def test_triton_gpu_int8_widen_matches_triton_conversion(monkeypatch, hq, hkv, q
 
     batch = make_batch(_random_seqs(6, 3000, q_max, hq), hq, hkv, 128, 16, torch.int8,
                        torch.float16, seed=hq + q_max)  # fmt: skip
-    assert pt.kv_widen(torch.int8, torch.float16, pt.device_props(batch.q.device)) == 1
+    rows = q_max * (hq // hkv)
+    assert pt.kv_widen(torch.int8, torch.float16, pt.device_props(batch.q.device), rows) == 1
     fast = pt.run_paged_attention(*batch.args(0.09))
     monkeypatch.setattr(pt, "kv_widen", lambda *a: 0)
     plain = pt.run_paged_attention(*batch.args(0.09))

@@ -79,15 +79,25 @@ def kv_stages(quantized: bool) -> int:
     return 1 if quantized else 2
 
 
-def kv_widen(kv_dtype: torch.dtype, act_dtype: torch.dtype, props: DeviceProps) -> int:
-    """How `_attn_kernel` widens KV tiles (its WIDEN): 1, int8 KV under fp16 activations on a
-    GPU, by packed-fp16 PTX (`_I8_TO_F16`); 0, Triton's conversion (other dtypes, the
-    interpreter, which runs no PTX). H200, one token, cold KV, us per layer, Triton's
-    conversion -> PTX (`scripts/ab_attention.py`, benchmarks/session22): llama2-7b 1,024 /
-    4,161 / 16,513 tokens 14.2 / 26.9 / 92.8 -> 12.1 / 25.3 / 71.4 (with the 64-token tiles
-    of `plan_launch`), llama3-8b 16,513 tokens 31.6 -> 29.7."""
+# query rows (tokens x grouped heads) up to which int8 KV is widened by PTX: decode and short
+# verify tiles, where it was measured. Larger tiles hold the next KV tile in registers (the
+# prefetch) beside the widened one: on sm_86 / sm_89 those spill 216-240 B a thread widened,
+# none with Triton's conversion (benchmarks/session22)
+WIDEN_MAX_ROWS = 32
+
+
+def kv_widen(kv_dtype: torch.dtype, act_dtype: torch.dtype, props: DeviceProps, rows: int) -> int:
+    """How `_attn_kernel` widens the KV tiles of a launch whose tiles hold up to `rows` query
+    rows (its WIDEN): 1, int8 KV under fp16 activations on a GPU, up to WIDEN_MAX_ROWS rows,
+    by packed-fp16 PTX (`_I8_TO_F16`); 0, Triton's conversion (other dtypes, longer chunks, the
+    interpreter, which runs no PTX). H200, cold KV, us per layer, Triton's conversion -> PTX
+    (`scripts/ab_attention.py`, benchmarks/session22): one token, llama2-7b 1,024 / 4,161 /
+    16,513 tokens 14.2 / 26.9 / 92.8 -> 12.1 / 25.3 / 71.4 (with the 64-token tiles of
+    `plan_launch`), llama3-8b 16,513 tokens 31.6 -> 29.7; 5 verify rows, llama2-7b 4,161
+    tokens 37.5 -> 25.5."""
     gpu = props.name != "interpreter" and os.environ.get("TRITON_INTERPRET") != "1"
-    return int(gpu and kv_dtype == torch.int8 and act_dtype == torch.float16)
+    fits = rows <= WIDEN_MAX_ROWS
+    return int(gpu and fits and kv_dtype == torch.int8 and act_dtype == torch.float16)
 
 
 def attn_smem(block_m: int, block_n: int, d_pad: int, elt: int, stages: int) -> int:
@@ -254,7 +264,7 @@ def run_paged_attention(
     d_pad = max(16, triton.next_power_of_2(d))
     gpu = props or device_props(q.device)
     target = target_programs(gpu) if props or q.device.type == "cuda" else 1
-    widen = kv_widen(k_cache.dtype, q.dtype, gpu)
+    widen = kv_widen(k_cache.dtype, q.dtype, gpu, max(max_q_len, 1) * group)
     plan = plan_launch(batch, n_kv, group, d_pad, max_q_len, max_seq_len, target, parts,
                        gpu.smem_per_block, q.element_size(), num_stages, kv_quant,
                        widen)  # fmt: skip

@@ -191,7 +191,8 @@ def _attention_cases(props: DeviceProps, m: ModelShape) -> Iterator[Case]:
                         plan = plan_launch(batch, m.n_kv, m.n_q // m.n_kv, d_pad, q_len, seq,
                                            target_programs(props), None, props.smem_per_block,
                                            dtype.itemsize, kv_stages(q), q,
-                                           kv_widen(kv.dtype, dtype, props))  # fmt: skip
+                                           kv_widen(kv.dtype, dtype, props,
+                                                    q_len * (m.n_q // m.n_kv)))  # fmt: skip
                         key = (kv, dtype, bs, plan, _spec(batch * q_len), _spec(-(-seq // bs)))
                         yield key, functools.partial(_attention, props, m, kv, dtype, bs, batch,
                                                      q_len, seq)  # fmt: skip
