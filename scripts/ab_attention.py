@@ -6,7 +6,7 @@ rows). Run it once per package version in the same call to A/B a kernel change
 (`PYTHONPATH` picks the version).
 
 Usage: python3 scripts/ab_attention.py [--seqs 129,1024,4161,16513] [--q 1,5] [--parts 8,16]
-    [--variants s1,s3,n32,w2,p1,n128s1] [--models llama3-8b,llama2-7b] [--kv fp16,int8] [--tag new]
+    [--variants s1,s3,n32,w2,r1,n128s1] [--models llama3-8b,llama2-7b] [--kv fp16,int8] [--tag new]
 Appends JSON lines to $OUT/ab_attention.jsonl.
 """
 
@@ -54,7 +54,7 @@ def time_case(hq: int, hkv: int, kv: torch.dtype, seq: int, q_len: int, window: 
     """us per launch and GB/s of KV read, the plan made for the live context and for the
     window, the live context over each forced number of KV partitions in `parts`, and the live
     plan with each of `variants` ("s3": 3 pipeline stages, "n32": 32-token KV tiles, "w2": 2
-    warps per program, "p1" / "p0": the one-stage register prefetch on / off, "n128s1w2":
+    warps per program, "r1" / "r0": the one-stage register prefetch on / off, "n128s1w2":
     several)."""
     one = kv_token_bytes(hkv, 128, kv) * seq  # one sequence's KV
     copies = max(2, min(256, COLD_BYTES // one))
@@ -66,7 +66,7 @@ def time_case(hq: int, hkv: int, kv: torch.dtype, seq: int, q_len: int, window: 
     cases = [("live", seq, None, ""), ("window", max(window, seq), None, "")]
     cases += [(f"p{p}", seq, p, "") for p in parts] + [(v, seq, None, v) for v in variants]
     for plan, plan_len, forced, variant in cases:
-        knobs = {k: int(v) for k, v in re.findall(r"([snwp])(\d+)", variant)}
+        knobs = {k: int(v) for k, v in re.findall(r"([snwr])(\d+)", variant)}
         stages = knobs.get("s")
 
         def run(plan_len: int = plan_len, forced: int | None = forced, st=stages) -> None:
@@ -76,8 +76,8 @@ def time_case(hq: int, hkv: int, kv: torch.dtype, seq: int, q_len: int, window: 
                                        parts=forced, num_stages=st)  # fmt: skip
 
         saved = pt.plan_launch
-        if knobs.keys() & {"n", "w", "p"}:
-            pt.plan_launch = _with_plan(knobs.get("n"), knobs.get("w"), knobs.get("p"))
+        if knobs.keys() & {"n", "w", "r"}:
+            pt.plan_launch = _with_plan(knobs.get("n"), knobs.get("w"), knobs.get("r"))
         try:
             us = do_bench_cudagraph(run, rep=30) * 1e3 / copies
         finally:
@@ -96,7 +96,7 @@ def main() -> None:
     ap.add_argument(
         "--variants",
         default="",
-        help="s3: 3 stages, n32: 32-token tiles, w2: 2 warps, p1: the prefetch",
+        help="s3: 3 stages, n32: 32-token tiles, w2: 2 warps, r1: the prefetch",
     )
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--kv", default=",".join(KV))
