@@ -21,6 +21,7 @@ The profile figures (one line each, cited):
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass, replace
 
 import torch
@@ -71,6 +72,13 @@ PROFILES: dict[str, DeviceProps] = {
 }
 # the consumer GPUs every dispatchable kernel config must fit (`kernels/checks/`)
 CONSUMER = ("rtx3060", "rtx3090", "rtx4060", "rtx4090")
+
+
+def interpreting() -> bool:
+    """Whether Triton runs kernels in its interpreter (`TRITON_INTERPRET=1`), which executes no
+    inline PTX: the kernels take their plain-Triton paths."""
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
 
 # Triton's interpreter on the CPU: the H200's limits with 4 SMs, so kernel tests on small
 # shapes still split K and run several programs

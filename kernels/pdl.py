@@ -42,7 +42,7 @@ import triton
 import triton.language as tl
 import triton.language.extra.cuda as cuda_extra
 
-from localllm.kernels.device import DeviceProps, device_props
+from localllm.kernels.device import DeviceProps, device_props, interpreting
 
 # the compute capability from which griddepcontrol exists (PTX ISA 7.8, sm_90)
 PDL_MIN_CAPABILITY = (9, 0)
@@ -81,7 +81,7 @@ def pdl_enabled(device: torch.device) -> bool:
     benchmark can capture graphs with and without it in one process."""
     if _FORCED is not None:
         return _FORCED
-    if device.type != "cuda" or os.environ.get("TRITON_INTERPRET") == "1":
+    if device.type != "cuda" or interpreting():
         return False
     return env_enabled() and pdl_supported(device_props(device))
 

@@ -9,7 +9,6 @@ paged_triton_kernels.py; the contract is the reference's in paged.py.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 
 import torch
@@ -18,7 +17,7 @@ import triton
 from localllm.kernels.attention.kv_dtypes import is_quantized
 from localllm.kernels.attention.paged import check_attention_args
 from localllm.kernels.attention.paged_triton_kernels import _attn_kernel, _merge_kernel
-from localllm.kernels.device import DeviceProps, device_props
+from localllm.kernels.device import DeviceProps, device_props, interpreting
 from localllm.kernels.fused.quant_act import QUANT_CODES, QAct
 from localllm.kernels.fused.quant_act_triton import act_buffers
 from localllm.kernels.pdl import pdl_args
@@ -95,7 +94,7 @@ def kv_widen(kv_dtype: torch.dtype, act_dtype: torch.dtype, props: DeviceProps, 
     16,513 tokens 14.2 / 26.9 / 92.8 -> 12.1 / 25.3 / 71.4 (with the 64-token tiles of
     `plan_launch`), llama3-8b 16,513 tokens 31.6 -> 29.7; 5 verify rows, llama2-7b 4,161
     tokens 37.5 -> 25.5."""
-    gpu = props.name != "interpreter" and os.environ.get("TRITON_INTERPRET") != "1"
+    gpu = props.name != "interpreter" and not interpreting()
     fits = rows <= WIDEN_MAX_ROWS
     return int(gpu and fits and kv_dtype == torch.int8 and act_dtype == torch.float16)
 

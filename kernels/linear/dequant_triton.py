@@ -15,14 +15,13 @@ pipeline, `stages`, measured no faster). Configs: `dequant_config` (shapes, the 
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import torch
 import triton
 import triton.language as tl
 
-from localllm.kernels.device import device_props
+from localllm.kernels.device import device_props, interpreting
 from localllm.kernels.linear.gemv_core_triton import plane_args
 from localllm.kernels.linear.qlinear import QuantWeight
 from localllm.kernels.linear.qmm_triton import split_groups
@@ -116,7 +115,7 @@ def kernel_constexprs(
     """The constexpr arguments of `_dequant_kernel` for one launch writing `dtype` (the
     packed-fp16 decode only writes fp16; the interpreter runs no inline asm)."""
     hooks = triton_hooks(fmt)
-    emu = os.environ.get("TRITON_INTERPRET") == "1" or dtype != torch.float16
+    emu = interpreting() or dtype != torch.float16
     return dict(
         PTRS=hooks.mm_ptrs, LOAD=hooks.mm_load, ADVANCE=hooks.mm_advance, DEQ=hooks.mm_deq,
         BN=cfg.bn, NG=ng, EMU=emu, STAGES=cfg.stages,

@@ -19,13 +19,13 @@ PTX `dp4a` (the interpreter executes no inline asm).
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 import triton
 import triton.language as tl
 
+from localllm.kernels.device import interpreting
 from localllm.kernels.linear.gemv_core_triton import _write_out, plane_args
 from localllm.kernels.pdl import pdl_args, pdl_trigger, pdl_wait
 from localllm.kernels.quant import kernel_facts, triton_hooks
@@ -270,21 +270,29 @@ class Dp4aConfig:
     regs: int = 0  # register cap per thread (ptxas maxnreg; 0: the compiler's choice)
 
 
-# formats measured faster with 8 weight rows per program at 5+ activation rows (Q6_K: 4)
-_BN8_FORMATS = ("q4_0", "q4_k")
-# ... and at 5+ rows these (format, fewest and most weight rows N) take (weight rows per
-# program, a cap of registers per thread): uncapped, the 5-row programs of Q4_K take 255
-# registers (8 warps per SM, latency-bound: session 14's ncu); capped they run 12 warps and
-# spill ~340 B a thread to L1. H200, 5 rows, weights from memory (scripts/probe_dp4a_regs.py,
-# BENCHMARKS.md session 21), us: Q4_K 28672x4096 32.5 -> 29.2 and 5120x4096 10.6 -> 9.1 (8
-# rows uncapped -> 4 capped), Q6_K 1024x4096 6.5 -> 4.5 (4 rows uncapped -> 2 capped); the
-# 4096-row Q4_K matrices lost under a cap (4096x14336 15.2 -> 18.7 at 4 rows, 4096x4096 6.2
-# -> 6.8), the Q6_K LM head / down and Q4_0 22016x4096 moved within 3%
+# at 5+ activation rows (a verify step), the weight rows per program and a cap of registers per
+# thread (0: none) by (format, fewest and most weight rows N), first match; others 4 rows
+# uncapped. Q4_0 and the 4096-row Q4_K matrices measured faster with 8 rows (Q6_K: 4).
+# Uncapped, the 5-row programs of tall Q4_K take 255 registers (8 warps per SM, latency-bound:
+# session 14's ncu); capped they run 12 warps and spill ~340 B a thread to L1. H200, 5 rows,
+# weights from memory (scripts/probe_dp4a_regs.py, BENCHMARKS.md session 21), us: Q4_K
+# 28672x4096 32.5 -> 29.2 and 5120x4096 10.6 -> 9.1 (8 rows uncapped -> 4 capped), Q6_K
+# 1024x4096 6.5 -> 4.5 (4 rows uncapped -> 2 capped); the 4096-row Q4_K matrices lost under a
+# cap (4096x14336 15.2 -> 18.7 at 4 rows, 4096x4096 6.2 -> 6.8), the Q6_K LM head / down and
+# Q4_0 22016x4096 moved within 3%
 VERIFY_REGS = 168
 _VERIFY_TILES = (
+    ("q4_0", 1, 1 << 30, 8, 0),
     ("q4_k", 4097, 1 << 30, 4, VERIFY_REGS),
+    ("q4_k", 1, 4096, 8, 0),
     ("q6_k", 1, 1024, 2, VERIFY_REGS),
 )
+
+
+def _verify_tile(fmt: str, n: int) -> tuple[int, int]:
+    """(weight rows per program, register cap) of a launch at 5+ activation rows."""
+    tiles = ((bn, regs) for f, lo, hi, bn, regs in _VERIFY_TILES if f == fmt and lo <= n <= hi)
+    return next(tiles, (4, 0))
 
 
 # one activation row: (config above 8192 weight rows, config for 1025..8192 rows) per format,
@@ -308,16 +316,12 @@ def dp4a_config(fmt: str, n: int, k: int, num_sms: int, rows: int = 1) -> Dp4aCo
     warp, 1.07-1.2x over 2 rows), 2 rows and 4 warps for <= 1024 rows; split K only when the
     rows leave SMs idle (a split costs a zeroing and a conversion kernel). Several activation
     rows (`rows`: scripts/sweep_dp4a_rows.py --alts, T = 2, 3, 5): more weight rows per program
-    (4, 8 for 5+ activation rows of the 4-bit formats) share each activation load (1.1-1.5x
-    faster than the one-row config at 5 rows); at 5+ rows `_VERIFY_TILES` sets the weight rows
-    and a register cap of the matrices where a cap measured faster."""
+    (4; at 5+ activation rows `_VERIFY_TILES`, which also caps the registers where a cap
+    measured faster) share each activation load (1.1-1.5x faster than the one-row config at 5
+    rows)."""
     if rows > 1:
-        bn = 8 if rows >= 5 and fmt in _BN8_FORMATS else 4
-        cfg = Dp4aConfig(bn, 1, 1 if n > 8192 else 2)
-        for ofmt, lo, hi, obn, regs in _VERIFY_TILES if rows >= 5 else ():
-            if fmt == ofmt and lo <= n <= hi:
-                cfg = replace(cfg, bn=obn, regs=regs)
-                break
+        bn, regs = _verify_tile(fmt, n) if rows >= 5 else (4, 0)
+        cfg = Dp4aConfig(bn, 1, 1 if n > 8192 else 2, regs=regs)
     elif n <= 1024:
         cfg = Dp4aConfig(2, 1, 4)
     else:
@@ -344,11 +348,6 @@ def fitting_warps(warps: int, ng: int) -> int:
     would convert it through shared memory (small K: 32 groups, K <= 1024, with the 2-warp
     configs)."""
     return max(1, min(warps, ng // 32))
-
-
-def _emu() -> bool:
-    """EMU constexpr: plain Triton integer ops instead of the dp4a PTX (the interpreter)."""
-    return os.environ.get("TRITON_INTERPRET") == "1"
 
 
 def format_constexprs(fmt: str, suffix: str = "") -> dict[str, object]:
@@ -407,7 +406,8 @@ def dp4a_launch(
     _dp4a_kernel[grid](
         xq, xs, out, bias if bias is not None else out, *plane_args(planes),
         t, n, groups, per_split, k // 4, xs.stride(0), out.stride(0),
-        **kernel_constexprs(fmt, cfg.bn, ng, groups, rb, split > 1, bias is not None, _emu()),
+        **kernel_constexprs(fmt, cfg.bn, ng, groups, rb, split > 1, bias is not None,
+                            interpreting()),
         num_warps=fitting_warps(cfg.warps, ng), num_stages=1, **pdl_args(xq.device),
         **({"maxnreg": cfg.regs} if cfg.regs else {}),
     )  # fmt: skip
@@ -455,5 +455,5 @@ def dp4a_rope_launch(
         n_kv_heads, **format_constexprs(fa, "_A"), **format_constexprs(fb, "_B"),
         NG=ng, EVEN=even_steps(ng, groups(fa), groups(fb)), HEAD_DIM=head_dim,
         BLOCK_SIZE=k_cache.shape[2], INTERLEAVED=bool(interleaved), HAS_BIAS=bias is not None,
-        EMU=_emu(), num_warps=fitting_warps(2, ng), num_stages=1, **pdl_args(xq.device),
+        EMU=interpreting(), num_warps=fitting_warps(2, ng), num_stages=1, **pdl_args(xq.device),
     )  # fmt: skip

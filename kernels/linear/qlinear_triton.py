@@ -4,12 +4,10 @@ the rows and the format (the dp4a GEMV, the GEMV of `gemv_triton`, the fused GEM
 
 from __future__ import annotations
 
-import os
-
 import torch
 import triton
 
-from localllm.kernels.device import device_props
+from localllm.kernels.device import device_props, interpreting
 from localllm.kernels.fused.quant_act import QAct
 from localllm.kernels.fused.quant_act_triton import fill_lazily
 from localllm.kernels.linear.dequant_triton import dequantize
@@ -53,7 +51,7 @@ def _h2_mode(x: torch.Tensor, fmt: str, cfg: QLinearConfig) -> int:
     ok = cfg.half2 and cfg.mode == MODE_VEC and kernel_facts(fmt).h2_center is not None
     if not ok or x.dtype != torch.float16 or x.data_ptr() % 4 or x.stride(0) % 2:
         return 0
-    return 1 if os.environ.get("TRITON_INTERPRET") == "1" else 2
+    return 1 if interpreting() else 2
 
 
 def _launch(

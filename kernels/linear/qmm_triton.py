@@ -24,13 +24,13 @@ format-specific parts (plane pointers, loads, the decode) are each format's `mm_
 from __future__ import annotations
 
 import functools
-import os
 from dataclasses import dataclass, replace
 
 import torch
 import triton
 import triton.language as tl
 
+from localllm.kernels.device import interpreting
 from localllm.kernels.linear.gemv_core_triton import _write_out, plane_args
 from localllm.kernels.pdl import pdl_args, pdl_enter
 from localllm.kernels.quant import kernel_facts, triton_hooks
@@ -401,7 +401,7 @@ def kernel_constexprs(fmt: str, cfg: MMConfig, ng: int, atomic: bool, has_bias: 
         PTRS=hooks.mm_ptrs, LOAD=hooks.mm_load, ADVANCE=hooks.mm_advance, DEQ=hooks.mm_deq,
         BM=cfg.bm, BN=cfg.bn, NG=ng, HAS_BIAS=has_bias,
         ATOMIC=atomic, PREC="ieee" if x_dtype == torch.float32 else "tf32", SWAP=cfg.swap,
-        EMU=os.environ.get("TRITON_INTERPRET") == "1", STAGES=cfg.stages,
+        EMU=interpreting(), STAGES=cfg.stages,
         PREFETCH=cfg.prefetch,
     )  # fmt: skip
 
