@@ -80,12 +80,11 @@ def _imma_kernel(xq, xs, qs, p1, p2, p3, out, T, N, G, S, groups_per_split,
         if FMT == 0:  # Q4_0: d fp16 [N, G], reversed group order
             a = tl.load(p1 + rows * G + (G - 1 - g)).to(tl.float32)
             b = 8.0 * a
-        else:  # Q4_K: sm uint8 [N, 2G] (scale, min), dm int32 [N, S] (d | dmin << 16, fp16)
+        else:  # Q4_K: sm uint8 [N, 2G] (scale, min), d / dmin fp16 [N, S]
             sc = tl.load(p1 + rows * (2 * G) + 2 * g).to(tl.float32)
             mn = tl.load(p1 + rows * (2 * G) + 2 * g + 1).to(tl.float32)
-            dm = tl.load(p2 + rows * S + g // 8)
-            a = dm.to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32) * sc
-            b = (dm >> 16).to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32) * mn
+            a = tl.load(p2 + rows * S + g // 8).to(tl.float32) * sc
+            b = tl.load(p3 + rows * S + g // 8).to(tl.float32) * mn
         acc += a[:, None] * (dot.to(tl.float32) * dx[None, :]) - b[:, None] * dxs[None, :]
         g += 1
     optr = out + t[None, :].to(tl.int64) * N + rows[:, None]

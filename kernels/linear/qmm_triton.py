@@ -387,7 +387,7 @@ def split_groups(fmt: str, ng: int, split: int, groups: int) -> tuple[int, int, 
     """(NG groups per K step, groups per split, splits) of a launch over `groups` 32-element
     groups asking for steps of `ng` groups and `split` splits (the `mm_*` functions of a
     format, here and in `dequant_triton`): NG divides both; a step covers whole super-blocks
-    (min_k // 32 groups: the per-super-block pointers of the k-quants step by NG / 8)."""
+    (min_k // 32 groups: the d/dmin pointers of the k-quants step by NG / 8)."""
     ng = _largest_ng(max(ng, kernel_facts(fmt).min_k // 32), groups)
     per_split = triton.cdiv(triton.cdiv(groups, ng), split) * ng
     return ng, per_split, triton.cdiv(groups, per_split)

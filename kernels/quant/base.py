@@ -46,8 +46,8 @@ dp4a GEMV (`linear/dp4a_triton.py`), [NG, BN] tiles (`dp4a_ops_triton.py`):
 fused dequant-GEMM (`linear/qmm_triton.py`) and the prefill dequantization
 (`linear/dequant_triton.py`), 32-element groups (`mm_ops_triton.py`):
   mm_ptrs(p0, p1, p2, p3, p4, rows [BN], g_lo, G, NG) -> (wp, hp, sp, dp, mp) pointers of
-      the first K step (words, extra bits, per-group scales, per-super-block d / dmin, one
-      int32 entry for Q4_K/Q5_K; unused ones repeat another)
+      the first K step (words, extra bits, per-group scales, per-super-block d / dmin; unused
+      ones repeat another)
   mm_load(wp, hp, sp, dp, mp) -> (wd, hi, s, d, m) the planes of one K step
   mm_advance(wp, hp, sp, dp, mp, NG) -> the five pointers of the next K step
   mm_deq(wd, hi, s, d, m, DT, EMU) -> weights [BN, NG * 32] in K order, dtype DT (EMU: plain

@@ -1,9 +1,7 @@
 """Q4_K: 256-element super-blocks of 8 groups, 4-bit quants, a 6-bit scale and min per group
 (block_q4_K: d dmin scales[12] qs[128], 144 bytes): weight = d * scale * q - dmin * min.
 Planes: qs int32 [N, 4G], sm uint8 [N, 2G] (scale, min per group, decoded from the 6-bit
-packing at load: 16 instead of 12 bytes per super-block), dm int32 [N, S] (the block's first
-4 bytes: d | dmin << 16, both fp16; one 4-byte entry, which the fused GEMM's cp.async pipeline
-streams, where two 2-byte planes were loaded outside it)."""
+packing at load: 16 instead of 12 bytes per super-block), d, dmin fp16 [N, S]."""
 
 from __future__ import annotations
 
@@ -13,7 +11,7 @@ from gguf import GGMLQuantizationType as Q
 
 from localllm.kernels.quant.base import KernelFacts, Planes, QuantFormat, Tuning
 from localllm.kernels.quant.blocks import f16_field, nibbles, scale_min_k4
-from localllm.kernels.quant.planes import knibbles, unwords4, words4
+from localllm.kernels.quant.planes import f16, knibbles, unwords4, words4
 
 
 def dequant_blocks(b: torch.Tensor) -> torch.Tensor:
@@ -31,7 +29,7 @@ def affine_planes(b: torch.Tensor, qs: torch.Tensor) -> tuple[Planes, torch.Tens
     r = b.shape[0]
     scale, mins = scale_min_k4(b[..., 4:16])
     sm = torch.stack([scale, mins], dim=-1).reshape(r, -1)  # [R, 2G]
-    planes = {"sm": sm, "dm": b[..., 0:4].contiguous().view(torch.int32).squeeze(-1)}
+    planes = {"sm": sm, "d": f16(b[..., 0:2]), "dmin": f16(b[..., 2:4])}
     return planes, knibbles(qs)
 
 
@@ -43,8 +41,8 @@ def pack(b: torch.Tensor) -> Planes:  # b: uint8 [R, S, 144]
 def k_affine(t: Planes) -> tuple[torch.Tensor, torch.Tensor]:
     """-> (d * scale, dmin * min) fp32 [N, G, 1] of Q4_K/Q5_K planes."""
     sm = t["sm"].reshape(t["sm"].shape[0], -1, 8, 2).float()  # [N, S, 8, (scale, min)]
-    dm = t["dm"].contiguous().view(torch.float16).reshape(*t["dm"].shape, 2).float()
-    d, dmin = dm[..., 0:1], dm[..., 1:2]  # [N, S, 1] each
+    d = t["d"].float()[..., None]  # [N, S, 1]
+    dmin = t["dmin"].float()[..., None]
     scale, mins = d * sm[..., 0], dmin * sm[..., 1]  # [N, S, 8]
     return scale.reshape(scale.shape[0], -1, 1), mins.reshape(mins.shape[0], -1, 1)
 
@@ -55,7 +53,7 @@ def dequant_planes(t: Planes, n: int, k: int) -> torch.Tensor:
 
 
 KERNEL = KernelFacts(
-    planes=("qs", "sm", "dm"), words=4, fields=8, qbits=4, qc=16.0, has_min=True,
+    planes=("qs", "sm", "d", "dmin"), words=4, fields=8, qbits=4, qc=16.0, has_min=True,
     min_k=256, act_layout="w4", h2_center=8, pack=pack, dequant=dequant_planes,
     triton="localllm.kernels.quant.q4_k_triton:HOOKS",
     tuning=Tuning(vec=((4, 2), (4, 1)), dot=(128, 8)),

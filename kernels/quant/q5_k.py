@@ -41,7 +41,7 @@ def dequant_planes(t: Planes, n: int, k: int) -> torch.Tensor:
 
 
 KERNEL = KernelFacts(
-    planes=("qs", "sm", "dm", "qh"), words=4, fields=8, qbits=5, qc=32.0,
+    planes=("qs", "sm", "d", "dmin", "qh"), words=4, fields=8, qbits=5, qc=32.0,
     has_min=True, min_k=256, act_layout="w4", h2_center=16, pack=pack, dequant=dequant_planes,
     triton="localllm.kernels.quant.q5_k_triton:HOOKS",
     tuning=Tuning(vec=((4, 2), (4, 1)), dot=(128, 8)),

@@ -26,10 +26,10 @@ H2_ASM = tl.constexpr(
 
 
 @triton.jit
-def load_tile(qs, sm, dm, qh, p4, rows, g, gmask, G, MASKED: tl.constexpr):
+def load_tile(qs, sm, d, dmin, qh, rows, g, gmask, G, MASKED: tl.constexpr):
     words = _load_words(qs, rows, g, gmask, G, 4, MASKED)  # [BN, NG, 4]
     high = _load_words(qh, rows, g, gmask, G, 4, MASKED).to(tl.int32)  # bytes [BN, NG, 4]
-    scale, mins = q4k.k_affine(sm, dm, rows, g, gmask, G, MASKED)
+    scale, mins = q4k.k_affine(sm, d, dmin, rows, g, gmask, G, MASKED)
     return words, high, scale, mins, scale, mins
 
 
@@ -67,8 +67,8 @@ def dp4a_bytes(wd, e):
 def dp4a_load(p0, p1, p2, p3, p4, rows, g, gmask, G):
     r2, g2, m2, m3, o4, osb = dq.index(rows, g, gmask, G)
     wd = dq.ld(p0 + o4, m3)
-    s0, m0 = q4k.k_dp4a_affine(p1, p2, r2, g2, m2, m3, osb, G)
-    e = dq.ld(p3 + o4, m3).to(tl.int32)  # qh: one byte per word
+    s0, m0 = q4k.k_dp4a_affine(p1, p2, p3, r2, g2, m2, m3, osb, G)
+    e = dq.ld(p4 + o4, m3).to(tl.int32)  # qh: one byte per word
     return wd, e, s0, m0, s0, m0
 
 
@@ -84,8 +84,8 @@ def dp4a_group(acc, words, extra, s0, m0, s1, m1, xw, xs, g, gmask, EMU: tl.cons
 @triton.jit
 def mm_ptrs(p0, p1, p2, p3, p4, rows, g_lo, G, NG: tl.constexpr):
     """Q4_K's planes, and qh uint8 [N, 4G]."""
-    wp, sp, dp, o4 = q4k.k_mm_ptrs(p0, p1, p2, rows, g_lo, G, NG)
-    return wp, p3 + o4, sp, dp, dp  # the fifth pointer is not read
+    wp, sp, dp, mp, o4 = q4k.k_mm_ptrs(p0, p1, p2, p3, rows, g_lo, G, NG)
+    return wp, p4 + o4, sp, dp, mp
 
 
 @triton.jit
@@ -93,14 +93,15 @@ def mm_load(wp, hp, sp, dp, mp):
     wd = mq.load_words(wp, sp, 4)  # [BN, NG, 4] int32
     s = tl.load(sp)  # [BN, NG]
     hi = mq.load_words(hp, sp, 4).to(tl.int32)
-    dm = tl.load(dp)
-    return wd, hi, s, dm, dm
+    d = tl.load(dp)
+    m = tl.load(mp)
+    return wd, hi, s, d, m
 
 
 @triton.jit
-def mm_deq(wd, hi, s, dm, m, DT: tl.constexpr, EMU: tl.constexpr):
+def mm_deq(wd, hi, s, d, m, DT: tl.constexpr, EMU: tl.constexpr):
     """u d sc - dmin m, always in plain Triton (no packed-fp16 PTX for the 5th bit)."""
-    sc0, mn0 = q4k.k_mm_affine(s, dm)
+    sc0, mn0 = q4k.k_mm_affine(s, d, m)
     return mq.deq_nibbles(quant, wd, hi, sc0, mn0, sc0, mn0, DT, True, None, True)
 
 
