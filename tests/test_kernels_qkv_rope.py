@@ -19,8 +19,11 @@ from localllm.kernels.plan import qkv_fusable
 from localllm.kernels.registry import Ops
 
 pytest.importorskip("triton")
+from localllm.kernels.fused.quant_act_triton import quant_act_triton  # noqa: E402
 from localllm.kernels.fused.rope_kv_triton import rope_store_kv as rope_triton  # noqa: E402
+from localllm.kernels.linear.dp4a_triton import RopeConfig, dp4a_rope_launch  # noqa: E402
 from localllm.kernels.linear.qlinear_triton import qlinear_triton  # noqa: E402
+from localllm.kernels.quant import kernel_facts  # noqa: E402
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -119,6 +122,35 @@ def test_reference_op_is_linear_then_rope_store() -> None:
     torch.testing.assert_close(got, qkv)
     torch.testing.assert_close(kc, ek)
     torch.testing.assert_close(vc, ev)
+
+
+def _launch(ws, heads, x, pos, cs, cache, slot, cfg: RopeConfig):
+    """One fused launch over all of ws (one int8 layout) with `cfg`: (qkv, k cache, v cache)."""
+    xq, xs = quant_act_triton(x, "w4")
+    out = torch.empty((x.shape[0], sum(w.n for w in ws)), dtype=x.dtype, device=DEV)
+    kc, vc = cache(), cache()
+    dp4a_rope_launch(xq, xs, [(w.fmt, w.n, [w.tensors[p] for p in kernel_facts(w.fmt).planes])
+                              for w in ws], None, out, 0, heads.n_q, heads.n_kv, heads.dim, pos,
+                     cs, heads.interleaved, kc, vc, slot, cfg)  # fmt: skip
+    return out, kc, vc
+
+
+@pytest.mark.parametrize("interleaved", [True, False])
+@pytest.mark.parametrize("cfg", [RopeConfig(2, 2, 64), RopeConfig(4, 1, 32), RopeConfig(8, 4, 128)],
+                         ids=lambda c: f"p{c.pairs}w{c.warps}g{c.ng}")  # fmt: skip
+def test_fused_qkv_rope_pairs_per_program(interleaved: bool, cfg: RopeConfig) -> None:
+    """Programs of several RoPE pairs (wider weight tiles) give what one pair per program
+    gives: the same rows, each rotated with its own pair, stored to the same slots."""
+    heads = Heads(4, 2, 64, interleaved) if DEV == "cuda" else Heads(2, 1, 16, interleaved)
+    ws, _, x, pos, cs, cache = _case(heads, [QT.Q4_K, QT.Q6_K], 256, False, seed=21)
+    slot = torch.tensor([16 + 3], device=DEV)
+    want = _launch(ws, heads, x, pos, cs, cache, slot, RopeConfig())
+    got = _launch(ws, heads, x, pos, cs, cache, slot, cfg)
+    assert want[1].abs().sum() > 0 and want[2].abs().sum() > 0
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-3 * b.abs().max().item())
+    with pytest.raises(ValueError, match="pairs per program"):
+        _launch(ws, heads, x, pos, cs, cache, slot, RopeConfig(pairs=3))
 
 
 @pytest.mark.gpu

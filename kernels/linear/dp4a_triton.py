@@ -201,55 +201,57 @@ def _dp4a_rope_kernel(
     GA, GB, pairs_a, head0, stride_xw, stride_xs, stride_om, stride_cs,
     stride_cb, stride_ch, stride_ct, n_q_heads, n_kv_heads,
     LOAD_A: tl.constexpr, GROUP_A: tl.constexpr, LOAD_B: tl.constexpr, GROUP_B: tl.constexpr,
-    NG: tl.constexpr, EVEN: tl.constexpr, HEAD_DIM: tl.constexpr,
+    NG: tl.constexpr, EVEN: tl.constexpr, HEAD_DIM: tl.constexpr, PAIRS: tl.constexpr,
     BLOCK_SIZE: tl.constexpr, INTERLEAVED: tl.constexpr, HAS_BIAS: tl.constexpr,
     EMU: tl.constexpr, PDL: tl.constexpr = False,
 ):  # fmt: skip
     """The QKV projection of decode tokens with RoPE and the KV store in its epilogue (float
     caches), over one or two weights (A, then B: q+k beside a differently quantized v) that
-    hold heads head0, head0 + 1, .. of the q | k | v output. Program (j, t) computes the two
-    rows of a RoPE pair (of its head: (2i, 2i + 1) interleaved, (i, i + D/2) neox) for token
-    t (pairs of A first), rounds them to the output dtype, rotates q and k heads as
-    rope_store_kv does, writes the pair to out [T, N] and k / v pairs to the cache slot."""
+    hold heads head0, head0 + 1, .. of the q | k | v output. Program (j, t) computes the 2
+    PAIRS rows of RoPE pairs j PAIRS .. j PAIRS + PAIRS - 1 (pairs numbered within their head
+    and heads in order, A's first; PAIRS divides HEAD_DIM / 2, so a program's pairs share a
+    head; a pair is (2i, 2i + 1) interleaved, (i, i + D/2) neox) for token t, rounds them to
+    the output dtype, rotates q and k heads as rope_store_kv does, writes them to out [T, N]
+    and k / v to the cache slot."""
     HALF: tl.constexpr = HEAD_DIM // 2
     pdl_trigger(PDL)
-    j = tl.program_id(0)
+    j = tl.program_id(0) * PAIRS
     t = tl.program_id(1).to(tl.int64)
     in_a = j < pairs_a
-    jl = tl.where(in_a, j, j - pairs_a)  # pair within its weight
+    jl = tl.where(in_a, j, j - pairs_a)  # first pair within its weight
     hl = jl // HALF  # head within its weight
-    i = jl % HALF
+    i = jl % HALF + tl.arange(0, PAIRS)  # [P] pair index within the head
     two = tl.arange(0, 2)
     if INTERLEAVED:
-        o = 2 * i + two
+        o = 2 * i[:, None] + two[None, :]  # [P, 2] columns within the head
     else:
-        o = i + HALF * two
-    rows = (hl * HEAD_DIM + o).to(tl.int64)  # [2] rows of the weight
+        o = i[:, None] + HALF * two[None, :]
+    rows = tl.reshape(hl * HEAD_DIM + o, [2 * PAIRS]).to(tl.int64)  # [2P] rows of the weight
     # the epilogue's step inputs (position, slot: uploaded before the step's first kernel) and
     # RoPE table, read before the PDL wait (in `_dp4a_dot`), off the kernel's tail
     pos = tl.load(POS + t).to(tl.int64)
-    slot = tl.load(SLOT + t + two * 0).to(tl.int64)  # [2]: scalar masks trip the interpreter
-    c = tl.load(CS + pos * stride_cs + i)
+    slot = tl.load(SLOT + t + o * 0).to(tl.int64)  # [P, 2]: scalar masks trip the interpreter
+    c = tl.load(CS + pos * stride_cs + i)  # [P]
     s = tl.load(CS + pos * stride_cs + HALF + i)
     xw = xq_ptr.to(tl.pointer_type(tl.int32)) + t * stride_xw
     xs = xs_ptr + t * stride_xs
     if in_a:
-        res = _dp4a_dot(xw, xs, pa0, pa1, pa2, pa3, pa4, rows, GA, 0, GA, LOAD_A, GROUP_A, 2, NG,
-                        EVEN, EMU, PDL)  # fmt: skip
+        res = _dp4a_dot(xw, xs, pa0, pa1, pa2, pa3, pa4, rows, GA, 0, GA, LOAD_A, GROUP_A,
+                        2 * PAIRS, NG, EVEN, EMU, PDL)  # fmt: skip
     else:
-        res = _dp4a_dot(xw, xs, pb0, pb1, pb2, pb3, pb4, rows, GB, 0, GB, LOAD_B, GROUP_B, 2, NG,
-                        EVEN, EMU, PDL)  # fmt: skip
+        res = _dp4a_dot(xw, xs, pb0, pb1, pb2, pb3, pb4, rows, GB, 0, GB, LOAD_B, GROUP_B,
+                        2 * PAIRS, NG, EVEN, EMU, PDL)  # fmt: skip
+    res = tl.reshape(res, [PAIRS, 2])
     h = head0 + tl.where(in_a, hl, hl + pairs_a // HALF)  # head in q | k | v
-    col = h * HEAD_DIM + o  # [2] output columns
+    col = h * HEAD_DIM + o  # [P, 2] output columns
     if HAS_BIAS:
         res += tl.load(bias_ptr + col).to(tl.float32)
     res = res.to(out_ptr.dtype.element_ty).to(tl.float32)  # what an unfused GEMV would store
-    x0 = tl.sum(tl.where(two == 0, res, 0.0), axis=0)
-    x1 = tl.sum(tl.where(two == 1, res, 0.0), axis=0)
-    rot = tl.where(two == 0, x0 * c - x1 * s, x0 * s + x1 * c)
+    x0, x1 = tl.split(res)  # [P] each: the pairs' first and second rows
+    rot = tl.join(x0 * c - x1 * s, x0 * s + x1 * c)  # [P, 2]
     val = tl.where(h < n_q_heads + n_kv_heads, rot, res).to(out_ptr.dtype.element_ty)
     tl.store(out_ptr + t * stride_om + col, val)
-    h = h + two * 0
+    h = h + o * 0
     is_k = (h >= n_q_heads) & (h < n_q_heads + n_kv_heads)
     is_v = h >= n_q_heads + n_kv_heads
     kvh = tl.where(is_k, h - n_q_heads, h - n_q_heads - n_kv_heads)
@@ -414,6 +416,21 @@ def dp4a_launch(
     return out if split == 1 else out.to(out_dtype)
 
 
+@dataclass(frozen=True)
+class RopeConfig:
+    """A `_dp4a_rope_kernel` launch: RoPE pairs per program (2 weight rows each; a divisor of
+    head_dim / 2), warps, and at most `ng` groups per K step."""
+
+    pairs: int = 1
+    warps: int = 2
+    ng: int = 64
+
+
+# the fused QKV launch the engine takes: one pair per program, 2 warps, 64-group steps (the
+# first fused version's; wider programs are timed by scripts/probe_qkv_rope.py)
+ROPE_CONFIG = RopeConfig()
+
+
 def dp4a_rope_launch(
     xq: torch.Tensor,  # int8 [T, K] (quant_act, the `act_layout` of every weight)
     xs: torch.Tensor,  # fp32 [T, K / 32, 4]
@@ -430,12 +447,16 @@ def dp4a_rope_launch(
     k_cache: torch.Tensor,
     v_cache: torch.Tensor,  # [blocks, Hkv, block_size, D], float
     slot_mapping: torch.Tensor,  # int [T], -1 = store nothing
+    cfg: RopeConfig = ROPE_CONFIG,
 ) -> None:
     """The dp4a GEMV of one or two consecutive QKV weights (whole heads each) in one launch,
     with RoPE and the paged KV store in its epilogue."""
     t, k = xq.shape
     if not 1 <= len(weights) <= 2 or out.stride(-1) != 1 or head_dim % 2:
         raise ValueError("dp4a_rope: one or two weights, a unit-stride output, an even head_dim")
+    if (head_dim // 2) % cfg.pairs or cfg.pairs & (cfg.pairs - 1):
+        raise ValueError(f"dp4a_rope: {cfg.pairs} pairs per program must be a power of two "
+                         f"dividing head_dim / 2 = {head_dim // 2}")  # fmt: skip
     for fmt, n, _ in weights:
         if k % kernel_facts(fmt).min_k or n % head_dim:
             raise ValueError(f"dp4a_rope: K={k}, N={n}, head_dim={head_dim} do not fit {fmt}")
@@ -447,13 +468,14 @@ def dp4a_rope_launch(
         return k // kernel_facts(fmt).group
 
     pairs = sum(n for _, n, _ in weights) // 2
-    ng = min(64, triton.next_power_of_2(min(groups(fa), groups(fb))))
-    _dp4a_rope_kernel[(pairs, t)](
+    ng = min(cfg.ng, triton.next_power_of_2(min(groups(fa), groups(fb))))
+    _dp4a_rope_kernel[(pairs // cfg.pairs, t)](
         xq, xs, out, bias if bias is not None else out, *plane_args(pa), *plane_args(pb), positions, cos_sin,
         slot_mapping, k_cache, v_cache, groups(fa), groups(fb), na // 2, head0, k // 4,
         xs.stride(0), out.stride(0), cos_sin.stride(0), *k_cache.stride()[:3], n_q_heads,
         n_kv_heads, **format_constexprs(fa, "_A"), **format_constexprs(fb, "_B"),
         NG=ng, EVEN=even_steps(ng, groups(fa), groups(fb)), HEAD_DIM=head_dim,
-        BLOCK_SIZE=k_cache.shape[2], INTERLEAVED=bool(interleaved), HAS_BIAS=bias is not None,
-        EMU=interpreting(), num_warps=fitting_warps(2, ng), num_stages=1, **pdl_args(xq.device),
+        PAIRS=cfg.pairs, BLOCK_SIZE=k_cache.shape[2], INTERLEAVED=bool(interleaved),
+        HAS_BIAS=bias is not None, EMU=interpreting(), num_warps=fitting_warps(cfg.warps, ng),
+        num_stages=1, **pdl_args(xq.device),
     )  # fmt: skip
