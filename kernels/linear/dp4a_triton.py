@@ -454,7 +454,7 @@ def dp4a_rope_launch(
     t, k = xq.shape
     if not 1 <= len(weights) <= 2 or out.stride(-1) != 1 or head_dim % 2:
         raise ValueError("dp4a_rope: one or two weights, a unit-stride output, an even head_dim")
-    if (head_dim // 2) % cfg.pairs or cfg.pairs & (cfg.pairs - 1):
+    if cfg.pairs < 1 or (head_dim // 2) % cfg.pairs or cfg.pairs & (cfg.pairs - 1):
         raise ValueError(f"dp4a_rope: {cfg.pairs} pairs per program must be a power of two "
                          f"dividing head_dim / 2 = {head_dim // 2}")  # fmt: skip
     for fmt, n, _ in weights:
