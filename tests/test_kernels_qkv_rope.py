@@ -23,7 +23,6 @@ from localllm.kernels.fused.quant_act_triton import quant_act_triton  # noqa: E4
 from localllm.kernels.fused.rope_kv_triton import rope_store_kv as rope_triton  # noqa: E402
 from localllm.kernels.linear.dp4a_triton import RopeConfig, dp4a_rope_launch  # noqa: E402
 from localllm.kernels.linear.qlinear_triton import qlinear_triton  # noqa: E402
-from localllm.kernels.quant import kernel_facts  # noqa: E402
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -129,9 +128,8 @@ def _launch(ws, heads, x, pos, cs, cache, slot, cfg: RopeConfig):
     xq, xs = quant_act_triton(x, "w4")
     out = torch.empty((x.shape[0], sum(w.n for w in ws)), dtype=x.dtype, device=DEV)
     kc, vc = cache(), cache()
-    dp4a_rope_launch(xq, xs, [(w.fmt, w.n, [w.tensors[p] for p in kernel_facts(w.fmt).planes])
-                              for w in ws], None, out, 0, heads.n_q, heads.n_kv, heads.dim, pos,
-                     cs, heads.interleaved, kc, vc, slot, cfg)  # fmt: skip
+    dp4a_rope_launch(xq, xs, [(w.fmt, w.n, w.planes) for w in ws], None, out, 0, heads.n_q,
+                     heads.n_kv, heads.dim, pos, cs, heads.interleaved, kc, vc, slot, cfg)  # fmt: skip
     return out, kc, vc
 
 

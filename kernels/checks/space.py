@@ -160,7 +160,7 @@ def _linear(kernel: LinearKernel, cfg: Any, fmt: str, n: int, k: int, rows: int,
     """`qlinear_triton`'s launch of `kernel` with `cfg`."""
     w, x = _weight(fmt, n, k), _t(rows, k, dtype=dtype)
     bias = _t(n, dtype=dtype) if has_bias else None
-    planes = [w.tensors[p] for p in kernel_facts(fmt).planes]
+    planes = w.planes
     if kernel is LinearKernel.DP4A_GEMV:
         xq, xs = quant_act_triton(x, ACT_LAYOUT[fmt])
         dp4a_launch(xq, xs, planes, fmt, n, bias, cfg, dtype)

@@ -15,7 +15,6 @@ from localllm.kernels.linear.dp4a_triton import dp4a_rope_launch
 from localllm.kernels.linear.qlinear import QuantWeight
 from localllm.kernels.linear.qlinear_triton import qlinear_triton
 from localllm.kernels.plan import qkv_fusable
-from localllm.kernels.quant import kernel_facts
 
 
 def qkv_rope_store(x: torch.Tensor | QAct, ws: list[QuantWeight], bias: torch.Tensor | None,
@@ -36,7 +35,7 @@ def qkv_rope_store(x: torch.Tensor | QAct, ws: list[QuantWeight], bias: torch.Te
         if len(run) == 2 and ACT_LAYOUT[run[0].fmt] != ACT_LAYOUT[run[1].fmt]:
             run = run[:1]
         xq, xs = fill_lazily(x, ACT_LAYOUT[run[0].fmt])
-        dp4a_rope_launch(xq, xs, [(w.fmt, w.n, [w.tensors[p] for p in kernel_facts(w.fmt).planes]) for w in run],
+        dp4a_rope_launch(xq, xs, [(w.fmt, w.n, w.planes) for w in run],
                          bias, out, n0 // heads.dim, heads.n_q, heads.n_kv, heads.dim, positions,
                          cos_sin, heads.interleaved, k_cache, v_cache, slot_mapping)  # fmt: skip
         n0 += sum(w.n for w in run)

@@ -25,7 +25,7 @@ from localllm.kernels.device import device_props, interpreting
 from localllm.kernels.linear.gemv_core_triton import plane_args
 from localllm.kernels.linear.qlinear import QuantWeight
 from localllm.kernels.linear.qmm_triton import split_groups
-from localllm.kernels.quant import kernel_facts, triton_hooks
+from localllm.kernels.quant import triton_hooks
 
 
 @triton.jit
@@ -95,7 +95,7 @@ def dequant_launch(
 ) -> torch.Tensor:  # [N, K] in dtype
     """Run one explicit config (benchmarks and tests); `dequantize` picks it for you. `out`: an
     [N, K] contiguous matrix of `dtype` to write into (default: a new one)."""
-    planes = [w.tensors[p] for p in kernel_facts(w.fmt).planes]
+    planes = w.planes
     device = planes[0].device
     if out is None:
         out = torch.empty((w.n, w.k), device=device, dtype=dtype)

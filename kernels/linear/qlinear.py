@@ -36,6 +36,11 @@ class QuantWeight:
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in self.tensors.values())
 
+    @property
+    def planes(self) -> list[torch.Tensor]:
+        """The planes in the order the kernels take them (`KernelFacts.planes`)."""
+        return [self.tensors[p] for p in kernel_facts(self.fmt).planes]
+
 
 # ---------------------------------------------------------------------------------- packing
 

@@ -60,7 +60,7 @@ def _launch(
 ) -> None:  # fmt: skip
     """One kernel launch; x [t, K], out [t, N]."""
     f = kernel_facts(w.fmt)
-    planes = plane_args([w.tensors[p] for p in f.planes])
+    planes = plane_args(w.planes)
     groups, ng = w.k // f.group, cfg.tile // f.group
     per_split = triton.cdiv(triton.cdiv(groups, ng), cfg.split) * ng
     grid = (triton.cdiv(w.n, cfg.bn), triton.cdiv(t, cfg.bm), cfg.split)
@@ -110,8 +110,7 @@ def _dp4a(act: QAct, w: QuantWeight, bias: torch.Tensor | None, dtype: torch.dty
     f = kernel_facts(w.fmt)
     xq, xs = fill_lazily(act, f.act_layout)
     cfg = dp4a_config(w.fmt, w.n, w.k, _num_sms(x.device), x.shape[0])
-    planes = [w.tensors[p] for p in f.planes]
-    return dp4a_launch(xq, xs, planes, w.fmt, w.n, bias, cfg, dtype)
+    return dp4a_launch(xq, xs, w.planes, w.fmt, w.n, bias, cfg, dtype)
 
 
 def _dense(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None) -> torch.Tensor:
@@ -131,8 +130,7 @@ def _qmm(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None) -> torch.Te
     _check(x, w, bias)
     props = device_props(x.device)
     cfg = mm_config(w.fmt, w.n, w.k, x.shape[0], props.sm_count, props.smem_per_block, props.arch)
-    planes = [w.tensors[p] for p in kernel_facts(w.fmt).planes]
-    return qmm_launch(x, planes, w.fmt, w.n, bias, cfg)
+    return qmm_launch(x, w.planes, w.fmt, w.n, bias, cfg)
 
 
 def _picked(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None) -> torch.Tensor:
