@@ -184,7 +184,8 @@ class EngineConfig:
         "--spec-tokens",
         f"n-gram speculative decoding: most draft tokens verified per step, 0-{MAX_SPEC_TOKENS} "
         "(0: off)",
-        shown=f"{GPU_DEFAULT_SPEC_TOKENS} on GPU, off on CPU",
+        shown=f"on GPU {GPU_DEFAULT_SPEC_TOKENS}, raised to at most {MAX_SPEC_TOKENS} where the "
+        "measured verify price pays; off on CPU",
     )
     spec_ngram_max: int = option(
         DEFAULT_NGRAM_MAX, "--spec-ngram-max", "longest n-gram looked up for drafts"
@@ -252,6 +253,13 @@ class EngineConfig:
         if self.spec_tokens is not None:
             return self.spec_tokens
         return default_spec_tokens(device_type)
+
+    def spec_tokens_ceiling(self, device_type: str) -> int:
+        """The most drafts per step the engine may raise its limit to after pricing a verify
+        step: MAX_SPEC_TOKENS when --spec-tokens is not given on a GPU (policy.draft_limit),
+        else the limit it starts with."""
+        k = self.spec_tokens_on(device_type)
+        return MAX_SPEC_TOKENS if k and self.spec_tokens is None else k
 
     def step_overlap_on(self, graphs: bool) -> bool:
         """Whether decode steps overlap (engine/overlap.py): the flag, else on exactly when

@@ -83,3 +83,40 @@ def test_engine_measures_its_verify_price_at_start() -> None:
     del again
     gc.collect()
     torch.cuda.empty_cache()
+
+
+def test_engine_raises_its_draft_limit_where_the_price_pays() -> None:
+    """Without --spec-tokens, pycode-22m's verify price (mostly fixed host time) pays for the
+    longest drafts: the engine captures the widest verify graphs after pricing and drafts up to
+    15, and its greedy output on grounded code is the one it gives at 8."""
+    from localllm.engine.speculative.policy import MAX_SPEC_TOKENS, draft_limit
+
+    path = conftest.testdata_path("models", "pycode-22m-q8_0.gguf")
+    kw = dict(model=str(path), device="cuda", gpu_memory_utilization=0.5, max_model_len=2048,
+              max_num_seqs=8)  # fmt: skip
+    p = SamplingParams(max_tokens=96, temperature=0.0, ignore_eos=True)
+    outs, limits = [], []
+    for k in (None, 8):
+        eng = LLMEngine(EngineConfig(**kw, spec_tokens=k))
+        pol, graphs = eng.speculator.policy, eng.runner.graphs
+        limits.append(eng.spec_tokens)
+        if k is None:
+            assert eng.spec_tokens == draft_limit(pol.cost_fixed, pol.cost_per_draft)
+            assert graphs.verify_widths[-1] == 1 + eng.spec_tokens
+        else:
+            assert graphs.verify_widths[-1] == 1 + k
+        grounded = [eng.encode_prompt(t) for kind, t in code_prompts() if kind == "grounded"]
+        outs.append([eng.generate([ids], p)[0] for ids in grounded])
+        if k is None:
+            assert graphs.replays["verify"] > 0 and eng.stats.spec_accepted > 0
+        bm = eng.block_manager
+        assert bm.num_used_blocks == 0 and bm.num_free_blocks == bm.num_blocks
+        del eng, graphs
+        gc.collect()
+        torch.cuda.empty_cache()
+    print("limits", limits)
+    assert limits == [MAX_SPEC_TOKENS, 8]
+    agree = [next((i for i, (a, b) in enumerate(zip(x, y)) if a != b), len(x))
+             for x, y in zip(*outs)]  # fmt: skip
+    print("tokens agreeing:", agree)
+    assert sorted(agree)[len(agree) // 2] >= 48, agree

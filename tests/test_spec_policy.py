@@ -6,9 +6,13 @@ import pytest
 
 from localllm.core import SamplingParams, SequenceState
 from localllm.engine.speculative.policy import (
+    GPU_DEFAULT_SPEC_TOKENS,
+    MAX_SPEC_TOKENS,
     Acceptance,
     SpecPolicy,
     best_draft_len,
+    draft_limit,
+    drafting_price,
     expected_tokens,
     verify_cost,
     verify_price,
@@ -42,6 +46,31 @@ def test_expected_tokens_and_the_best_draft_length() -> None:
     assert best_draft_len(0.9, 8, **gpu) >= 6
     assert verify_cost(4, **gpu) == pytest.approx(1.58, abs=1e-2)
     assert verify_cost(8, **gpu) == pytest.approx(2.12, abs=1e-2)
+
+
+def test_draft_limit_follows_the_measured_price() -> None:
+    """Without --spec-tokens a GPU engine raises its draft limit from 8 as far as its measured
+    price pays: a price that is mostly fixed (a small model's host time) pays for the most
+    drafts, the 8B's dear rows keep 8, and nothing goes below the start or above 15."""
+    small = drafting_price(0.95, 0.04)  # pycode-22m, measured (BENCHMARKS session 23)
+    tiny = drafting_price(0.23, 0.01)  # SmolLM2-135M
+    big = drafting_price(0.07, 0.2275)  # llama3-8b-q4_k_m
+    assert draft_limit(*small) == draft_limit(*tiny) == MAX_SPEC_TOKENS
+    assert draft_limit(*big) == GPU_DEFAULT_SPEC_TOKENS
+    assert draft_limit(*drafting_price(0.3, 0.1)) in range(9, MAX_SPEC_TOKENS)  # in between
+    assert draft_limit(0.0, 5.0) == GPU_DEFAULT_SPEC_TOKENS  # never below where it starts
+    assert draft_limit(0.0, 5.0, lo=3) == 3
+    assert draft_limit(*small, lo=MAX_SPEC_TOKENS) == MAX_SPEC_TOKENS
+
+
+def test_draft_limit_ceiling_only_without_the_flag() -> None:
+    from localllm.config import EngineConfig
+
+    assert EngineConfig(model="m").spec_tokens_ceiling("cuda") == MAX_SPEC_TOKENS
+    assert EngineConfig(model="m").spec_tokens_ceiling("cpu") == 0
+    assert EngineConfig(model="m", spec_tokens=8).spec_tokens_ceiling("cuda") == 8
+    assert EngineConfig(model="m", spec_tokens=0).spec_tokens_ceiling("cuda") == 0
+    assert EngineConfig(model="m", spec_tokens=3).spec_tokens_ceiling("cpu") == 3
 
 
 def test_acceptance_counts_only_tried_positions_and_decays() -> None:

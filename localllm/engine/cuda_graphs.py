@@ -73,9 +73,11 @@ class GraphRunner:
         mixed_chunk: int = MIXED_CHUNK,
         spec_tokens: int = 0,
         spec_max_batch: int = 0,
+        spec_tokens_max: int = 0,
     ) -> None:
         """spec_tokens: the engine's --spec-tokens (0: no verify graphs); spec_max_batch: the
-        most decoding sequences that still speculate."""
+        most decoding sequences that still speculate; spec_tokens_max: the most drafts the
+        engine may raise its limit to later (`extend_verify`; the step buffers hold them)."""
         self.runner = runner
         self.buckets = [b for b in BUCKETS if b < max_batch] + [max_batch]
         self.max_batch = max_batch
@@ -92,7 +94,8 @@ class GraphRunner:
         longest = min(runner.cfg.max_num_batched_tokens, runner.max_model_len)
         self.prefill_sizes = prefill_graph_sizes(longest)
         M = max_batch + 1  # sequences
-        T = max(max_batch + mixed_chunk, self.prefill_sizes[-1], vmax * top)  # tokens
+        self.verify_top = max(top, 1 + spec_tokens_max) if spec_tokens else 0  # widest verify
+        T = max(max_batch + mixed_chunk, self.prefill_sizes[-1], vmax * self.verify_top)  # tokens
         self.buf = StepBuffers.allocate(T, M, runner.max_blocks_per_seq, runner.device)
         self.graphs: dict[GraphKey, torch.cuda.CUDAGraph] = {}
         self.logits: dict[GraphKey, torch.Tensor] = {}
@@ -153,8 +156,8 @@ class GraphRunner:
         self.graphs[key] = g
 
     def _capture_all(self) -> None:
-        pool = torch.cuda.graph_pool_handle()
-        stream = torch.cuda.Stream(self.runner.device)
+        self._pool = pool = torch.cuda.graph_pool_handle()
+        self._stream = stream = torch.cuda.Stream(self.runner.device)
         # biggest first, so the pool's blocks get reused; optional: prefill runs eagerly without
         for c in sorted(self.prefill_sizes, reverse=True):
             prefill = GraphKey(0, c)
@@ -173,6 +176,34 @@ class GraphRunner:
         for key in sorted(plan, key=lambda k: -k.tokens):
             self._capture(key, pool, stream)
         torch.cuda.synchronize(self.runner.device)
+
+    def extend_verify(self, spec_tokens: int) -> bool:
+        """Capture the verify graphs of a draft limit raised after start-up (the engine's,
+        from its measured price): width 1 + spec_tokens at every verify batch size, in the same
+        memory pool. False, with a warning, when it cannot (no memory); the graphs captured
+        before stay as they were."""
+        top = 1 + spec_tokens
+        if not self.enabled or not self.verify_buckets or top > self.verify_top:
+            return False
+        if top in self.verify_widths:
+            return True
+        keys = [GraphKey(b, 0, top) for b in sorted(self.verify_buckets, reverse=True)]
+        try:
+            with pdl_forced(self.pdl):  # as the graphs before were captured
+                for key in keys:
+                    self._capture(key, self._pool, self._stream)
+            torch.cuda.synchronize(self.runner.device)
+        except torch.cuda.OutOfMemoryError:
+            log.warning("no memory for the %d-token verify CUDA graphs; the draft limit stays",
+                        top)  # fmt: skip
+            for key in keys:
+                self.graphs.pop(key, None)
+                self.logits.pop(key, None)
+                self.greedy.pop(key, None)
+            torch.cuda.empty_cache()
+            return False
+        self.verify_widths = sorted({*self.verify_widths, top})
+        return True
 
     # ---- replay -------------------------------------------------------------------------
     @staticmethod

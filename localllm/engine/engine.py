@@ -30,7 +30,12 @@ from localllm.engine.runner import ModelRunner, StepOutput
 from localllm.engine.sampler import Sampler
 from localllm.engine.scheduler import ScheduledBatch, Scheduler, SchedulerConfig
 from localllm.engine.speculative.calibrate import calibration_fits, engine_price
-from localllm.engine.speculative.policy import SpecPolicy, drafting_price, verify_price
+from localllm.engine.speculative.policy import (
+    SpecPolicy,
+    draft_limit,
+    drafting_price,
+    verify_price,
+)
 from localllm.engine.speculative.speculator import Speculator
 from localllm.engine.stats import EngineSnapshot, EngineStats, request_stats
 from localllm.engine.step_sampling import (
@@ -134,7 +139,19 @@ class LLMEngine:
             spec.cost_fixed, spec.cost_per_draft = drafting_price(*engine_price(self, k))
         except LocalLLMError as e:  # e.g. a KV pool too small for its sequence
             log.warning("could not measure a verify step (%s); drafting by the table", e)
+        else:
+            self._raise_draft_limit(k)
         self._forget_calibration()
+
+    def _raise_draft_limit(self, k: int) -> None:
+        """Without --spec-tokens, draft up to the limit the measured price pays for
+        (policy.draft_limit), once its verify graphs are captured."""
+        spec, graphs = self.speculator.policy, self.runner.graphs
+        ceiling = self.cfg.spec_tokens_ceiling(self.runner.device.type)
+        limit = min(draft_limit(spec.cost_fixed, spec.cost_per_draft, k), ceiling)
+        if limit > k and graphs is not None and graphs.extend_verify(limit):
+            spec.num_tokens = limit
+            log.info("draft limit %d (the price pays for drafts past %d)", limit, k)
 
     def _forget_calibration(self) -> None:
         """Start-up measurements leave no trace: requests, counters, graph replays, prefix

@@ -140,10 +140,11 @@ class ModelRunner:
         progress("capturing CUDA graphs (and compiling the decode kernels)")
         t0 = time.perf_counter()
         chunk = min(cfg.decode_prefill_chunk or MIXED_CHUNK, MIXED_CHUNK)
-        spec = cfg.spec_tokens_on(self.device.type)
+        dev = self.device.type
         self.graphs = GraphRunner(
-            self, max(1, cfg.max_num_seqs), chunk, spec, cfg.spec_batch_cutoff
-        )
+            self, max(1, cfg.max_num_seqs), chunk, cfg.spec_tokens_on(dev),
+            cfg.spec_batch_cutoff, cfg.spec_tokens_ceiling(dev),
+        )  # fmt: skip
         n = len(self.graphs.graphs)
         log.info("captured %d CUDA graphs in %.1f s", n, time.perf_counter() - t0)
 

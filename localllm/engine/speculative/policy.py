@@ -68,6 +68,15 @@ SYNC_TOKENS_PER_STEP = 4096
 # this many proposals in a row found no draft, so grounded text (drafts every few steps) keeps
 # verifying at once and open-ended text (long stretches without drafts) chains
 QUIET_STEPS = 4
+# --spec-tokens not given on a GPU: the engine starts at GPU_DEFAULT_SPEC_TOKENS, measures its
+# verify price (calibrate.py) and then raises its draft limit, up to MAX_SPEC_TOKENS, to the k
+# where one more draft stops paying at LIMIT_ACCEPT acceptance (`draft_limit`). Where a verify
+# step's price is mostly fixed (host time: small models), long drafts are nearly free; on an 8B
+# each draft row costs ~0.19 of a step and the limit stays 8. Replay of the policy on recorded
+# outputs (scripts/spec_policy_sim.py, session 23), grounded work, limit 8 -> 12 -> 15: pycode-22m
+# at its price 2.05x -> 2.16x -> 2.21x, SmolLM2 2.19x -> 2.26x -> 2.30x; at the 8B's price -2% to
+# +1% (this rule keeps the 8B at 8: at 0.85 its best k is 8, at 0.9 it would be 9)
+LIMIT_ACCEPT = 0.85
 MIN_GAIN = 1.05  # draft only when the expected tokens per unit cost beat a plain step by this
 DECAY = 0.85  # weight of the past in the acceptance estimate, per observation
 PRIOR_ACCEPT, PRIOR_WEIGHT = 0.5, 2.0  # a new sequence starts as if 1 of 2 drafts was accepted
@@ -111,6 +120,15 @@ def best_draft_len(
         if gain > best:
             best_k, best = k, gain
     return best_k
+
+
+def draft_limit(fixed: float, per_draft: float, lo: int = GPU_DEFAULT_SPEC_TOKENS) -> int:
+    """The draft limit an engine takes from the price it drafts by: the k in [lo,
+    MAX_SPEC_TOKENS] with the most tokens per unit cost at LIMIT_ACCEPT (the first of equals)."""
+    ks = range(lo, MAX_SPEC_TOKENS + 1)
+    return max(
+        ks, key=lambda k: expected_tokens(LIMIT_ACCEPT, k) / verify_cost(k, per_draft, fixed)
+    )
 
 
 @dataclass
