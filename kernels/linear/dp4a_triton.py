@@ -281,13 +281,15 @@ class Dp4aConfig:
 # 28672x4096 32.5 -> 29.2 and 5120x4096 10.6 -> 9.1 (8 rows uncapped -> 4 capped), Q6_K
 # 1024x4096 6.5 -> 4.5 (4 rows uncapped -> 2 capped); the 4096-row Q4_K matrices lost under a
 # cap (4096x14336 15.2 -> 18.7 at 4 rows, 4096x4096 6.2 -> 6.8), the Q6_K LM head / down and
-# Q4_0 22016x4096 moved within 3%
+# Q4_0 22016x4096 moved within 3%; Q5_K 4096x4096 at 4 rows: 11.3 uncapped, 9.4 at 168, 8.2 at
+# 128 (session 24; the 1-row config: 4.5)
 VERIFY_REGS = 168
 _VERIFY_TILES = (
     ("q4_0", 1, 1 << 30, 8, 0),
     ("q4_k", 4097, 1 << 30, 4, VERIFY_REGS),
     ("q4_k", 1, 4096, 8, 0),
     ("q6_k", 1, 1024, 2, VERIFY_REGS),
+    ("q5_k", 1, 4096, 4, 128),
 )
 
 
@@ -426,9 +428,13 @@ class RopeConfig:
     ng: int = 64
 
 
-# the fused QKV launch the engine takes: one pair per program, 2 warps, 64-group steps (the
-# first fused version's; wider programs are timed by scripts/probe_qkv_rope.py)
-ROPE_CONFIG = RopeConfig()
+# the fused QKV launch the engine takes: two RoPE pairs (4 weight rows) per program, 2 warps,
+# 128-group K steps. H200, one token, weights from memory (scripts/probe_qkv_rope.py, BENCHMARKS
+# session 24), us against the first fused launch (1 pair, 2 warps, 64 groups): llama2-7b Q4_0
+# 10.08 -> 8.74 (the plain GEMV of the same weights: 7.48), llama3-8b Q4_K + Q6_K 6.69 -> 6.28
+# (plain GEMVs 7.19); the best of 12 configs on both files (4 pairs: 8.62 on llama2, 8.03 on
+# llama3)
+ROPE_CONFIG = RopeConfig(pairs=2, warps=2, ng=128)
 
 
 def dp4a_rope_launch(
