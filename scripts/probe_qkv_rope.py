@@ -2,7 +2,7 @@
 RoPE pairs per program, warps and groups per K step, beside the plain dp4a GEMV of the same
 weights at the dispatch's config (what the fusion has to match). Weights read from memory
 (copies cycled past the L2), CUDA-graph timing, one token; every config's output checked
-against the engine's launch (`ROPE_CONFIG`).
+against the engine's launch (`rope_config`).
 
     python3 scripts/probe_qkv_rope.py [--models llama2,llama3] [--pairs 1,2,4]
         [--warps 2,4] [--ngs 64,128]
@@ -90,7 +90,8 @@ class Probe:
             plain += us
             self.record(kind="gemv", fmt=fmt, n=n, us=round(us, 2), gbs=round(w.nbytes / us / 1e3))
         self.record(kind="gemvs", us=round(plain, 2), gbs=round(self.nbytes / plain / 1e3))
-        self.fused(dp.ROPE_CONFIG, 0)
+        engine = dp.rope_config(self.shapes[0][0])
+        self.fused(engine, 0)
         want = [t.clone() for t in (self.qkv, self.kc, self.vc)]
         for p, wp, ng in grid:
             cfg = dp.RopeConfig(p, wp, ng)
@@ -102,7 +103,7 @@ class Probe:
             ok = all(torch.allclose(g.float(), h.float(), rtol=1e-3, atol=1e-3 * h.abs().max().item())
                      for g, h in zip((self.qkv, self.kc, self.vc), want))  # fmt: skip
             us = self.timed(functools.partial(self.fused, cfg))
-            self.record(kind="fused", cfg=[p, wp, ng], engine=cfg == dp.ROPE_CONFIG, ok=ok,
+            self.record(kind="fused", cfg=[p, wp, ng], engine=cfg == engine, ok=ok,
                         us=round(us, 2), gbs=round(self.nbytes / us / 1e3))  # fmt: skip
 
 

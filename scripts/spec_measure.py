@@ -15,6 +15,7 @@ drafts are accepted on real models, the speedups that follow, and where to set t
 Prints a table and writes spec_measure.json to $OUT (or --out).
 
   python3 scripts/spec_measure.py                       # on the GPU, everything
+  python3 scripts/spec_measure.py --skip-cost --auto    # real models at the engine's own limit
   python3 scripts/spec_measure.py --device cpu --cost-model PATH --gen 8 --steps 2 \\
       --batches 1,2 --streams 4 --ks 2,4               # a quick run on the CPU (tests)
 """
@@ -58,7 +59,7 @@ def _smollm2() -> str | None:
         return str(p) if p.exists() else None
 
 
-def _engine(a: argparse.Namespace, model: str, k_max: int, cutoff: int, **kw) -> LLMEngine:
+def _engine(a: argparse.Namespace, model: str, k_max: int | None, cutoff: int, **kw) -> LLMEngine:
     cfg = EngineConfig(model=model, device=a.device, spec_tokens=k_max, spec_max_batch=cutoff,
                        max_model_len=a.max_model_len, max_num_seqs=max(a.streams, 8), **kw)  # fmt: skip
     return LLMEngine(cfg)
@@ -97,19 +98,23 @@ def verify_costs(a: argparse.Namespace) -> dict:
 
 def real_model(a: argparse.Namespace, name: str, path: str, which: str) -> dict:
     """Batch-1 on/off per prompt kind for each k, then many-stream throughput."""
-    eng = _engine(a, path, max(a.ks), a.streams)  # verify graphs up to the stream count
+    # verify graphs up to the stream count; --auto: no --spec-tokens, the engine's own limit
+    eng = _engine(a, path, None if a.auto else max(a.ks), a.streams)
+    ks = [eng.spec_tokens] if a.auto else a.ks
     prompts = prompt_set(eng, which)
-    res: dict = {"model": name, "prompts": which, "batch1": {}, "price": _price(eng)}
-    for k in a.ks:
+    res: dict = {"model": name, "prompts": which, "batch1": {}, "price": _price(eng),
+                 "limit": eng.spec_tokens, "auto": a.auto}  # fmt: skip
+    for k in ks:
         res["batch1"][k] = compare(eng, prompts, a.gen, k)
-    res.update(_streams(a, eng, [p for _, p in prompts]))
+    res.update(_streams(a, eng, [p for _, p in prompts], ks[0]))
     _release(eng)
     return res
 
 
-def _streams(a: argparse.Namespace, eng: LLMEngine, ids: list[list[int]]) -> dict:
-    """Throughput of a.streams streams: off, on at the default cutoff, on with it lifted."""
-    k, n, gen = a.ks[0], a.streams, a.stream_gen
+def _streams(a: argparse.Namespace, eng: LLMEngine, ids: list[list[int]], k: int) -> dict:
+    """Throughput of a.streams streams: off, on (k drafts at most) at the default cutoff, on
+    with it lifted."""
+    n, gen = a.streams, a.stream_gen
     out: dict = {"streams": n, "steps": {}}
 
     def run(name: str, k: int) -> None:
@@ -132,7 +137,7 @@ def streams_8b(a: argparse.Namespace) -> dict:
     eng = _engine(a, resolve_model(a.cost_model), a.ks[0], a.streams)
     V, bos = eng.model_cfg.vocab_size, eng.tokenizer.bos_id or 1
     ids = [[bos] + [(i * 7919 + j * 104729) % (V - 3) + 3 for j in range(127)] for i in range(8)]
-    out = _streams(a, eng, ids)
+    out = _streams(a, eng, ids, a.ks[0])
     _release(eng)
     return out
 
@@ -177,7 +182,9 @@ def table(res: dict) -> list[str]:
                     f"{100 * r['acceptance']:.0f}% of {r['drafted']}, mean run {r['mean_run']:.2f}, "
                     f"identical {r['identical']}/{r['prompts']}{imp}"
                 )
-        lines.append(f"{m['model']}: drafting price {m['price'][0]:.3f} + {m['price'][1]:.3f} k")
+        how = "its own (no --spec-tokens)" if m.get("auto") else "as given"
+        lines.append(f"{m['model']}: drafting price {m['price'][0]:.3f} + {m['price'][1]:.3f} k, "
+                     f"draft limit {m.get('limit')}, {how}")  # fmt: skip
         lines.append(_streams_line(m["model"], m))
     if "streams_8b" in res:
         lines.append(
@@ -210,6 +217,9 @@ def parse() -> argparse.Namespace:
     ap.add_argument("--streams", type=int, default=32)
     ap.add_argument("--stream-gen", type=int, default=64, help="tokens per stream")
     ap.add_argument("--max-model-len", type=int, default=2048)
+    ap.add_argument("--auto", action="store_true",
+                    help="real models without --spec-tokens: the draft limit the engine takes "
+                    "from its measured price (--ks then only sets the 8B measurements)")  # fmt: skip
     ap.add_argument("--out", default=os.environ.get("OUT", "."), help="folder of the JSON")
     a = ap.parse_args()
     a.ks = [int(x) for x in a.ks.split(",")]

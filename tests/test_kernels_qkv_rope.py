@@ -21,7 +21,11 @@ from localllm.kernels.registry import Ops
 pytest.importorskip("triton")
 from localllm.kernels.fused.quant_act_triton import quant_act_triton  # noqa: E402
 from localllm.kernels.fused.rope_kv_triton import rope_store_kv as rope_triton  # noqa: E402
-from localllm.kernels.linear.dp4a_triton import RopeConfig, dp4a_rope_launch  # noqa: E402
+from localllm.kernels.linear.dp4a_triton import (  # noqa: E402
+    RopeConfig,
+    dp4a_rope_launch,
+    rope_config,
+)
 from localllm.kernels.linear.qlinear_triton import qlinear_triton  # noqa: E402
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
@@ -123,7 +127,7 @@ def test_reference_op_is_linear_then_rope_store() -> None:
     torch.testing.assert_close(vc, ev)
 
 
-def _launch(ws, heads, x, pos, cs, cache, slot, cfg: RopeConfig):
+def _launch(ws, heads, x, pos, cs, cache, slot, cfg: RopeConfig | None):
     """One fused launch over all of ws (one int8 layout) with `cfg`: (qkv, k cache, v cache)."""
     xq, xs = quant_act_triton(x, "w4")
     out = torch.empty((x.shape[0], sum(w.n for w in ws)), dtype=x.dtype, device=DEV)
@@ -149,6 +153,22 @@ def test_fused_qkv_rope_pairs_per_program(interleaved: bool, cfg: RopeConfig) ->
         torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-3 * b.abs().max().item())
     with pytest.raises(ValueError, match="pairs per program"):
         _launch(ws, heads, x, pos, cs, cache, slot, RopeConfig(pairs=3))
+
+
+@pytest.mark.parametrize("fmt", [QT.Q4_0, QT.Q4_K])
+def test_fused_qkv_rope_takes_its_config_by_format(fmt: QT) -> None:
+    """Without a config the launch takes the one measured for its first weight's format
+    (Q4_0: two pairs per program, 128-group steps; others: one pair) and gives the one-pair
+    result."""
+    assert rope_config(QT.Q4_0.name.lower()) != RopeConfig() == rope_config("q4_k")
+    heads = Heads(4, 2, 64, False) if DEV == "cuda" else Heads(2, 1, 16, False)
+    ws, _, x, pos, cs, cache = _case(heads, [fmt], 256, False, seed=22)
+    slot = torch.tensor([16 + 5], device=DEV)
+    want = _launch(ws, heads, x, pos, cs, cache, slot, RopeConfig())
+    got = _launch(ws, heads, x, pos, cs, cache, slot, None)
+    assert want[1].abs().sum() > 0
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-3 * b.abs().max().item())
 
 
 @pytest.mark.gpu

@@ -428,13 +428,19 @@ class RopeConfig:
     ng: int = 64
 
 
-# the fused QKV launch the engine takes: two RoPE pairs (4 weight rows) per program, 2 warps,
-# 128-group K steps. H200, one token, weights from memory (scripts/probe_qkv_rope.py, BENCHMARKS
-# session 24), us against the first fused launch (1 pair, 2 warps, 64 groups): llama2-7b Q4_0
-# 10.08 -> 8.74 (the plain GEMV of the same weights: 7.48), llama3-8b Q4_K + Q6_K 6.69 -> 6.28
-# (plain GEMVs 7.19); the best of 12 configs on both files (4 pairs: 8.62 on llama2, 8.03 on
-# llama3)
-ROPE_CONFIG = RopeConfig(pairs=2, warps=2, ng=128)
+# the fused QKV launch by the format of its first weight, else ROPE_CONFIG (one pair per program,
+# 2 warps, 64-group K steps: the first fused version's). H200, session 24: one token with the
+# weights read from memory (scripts/probe_qkv_rope.py, 12 configs), us, and end to end (tg128,
+# A/B in one call): llama2-7b's Q4_0 q|k|v 10.08 -> 8.74 at 2 pairs, 2 warps, 128 groups (the
+# plain GEMV of the same weights: 7.48), 674.5 -> 689.9 tok/s; llama3-8b's Q4_K q|k + Q6_K v
+# measured 6.69 -> 6.28 alone but lost end to end with it (572 -> 548 tok/s), so keeps the first
+ROPE_CONFIG = RopeConfig()
+_ROPE_CONFIGS = {"q4_0": RopeConfig(pairs=2, warps=2, ng=128)}
+
+
+def rope_config(fmt: str) -> RopeConfig:
+    """The fused QKV launch's config for a first weight of format `fmt`."""
+    return _ROPE_CONFIGS.get(fmt, ROPE_CONFIG)
 
 
 def dp4a_rope_launch(
@@ -453,13 +459,14 @@ def dp4a_rope_launch(
     k_cache: torch.Tensor,
     v_cache: torch.Tensor,  # [blocks, Hkv, block_size, D], float
     slot_mapping: torch.Tensor,  # int [T], -1 = store nothing
-    cfg: RopeConfig = ROPE_CONFIG,
+    cfg: RopeConfig | None = None,  # None: rope_config of the first weight's format
 ) -> None:
     """The dp4a GEMV of one or two consecutive QKV weights (whole heads each) in one launch,
     with RoPE and the paged KV store in its epilogue."""
     t, k = xq.shape
     if not 1 <= len(weights) <= 2 or out.stride(-1) != 1 or head_dim % 2:
         raise ValueError("dp4a_rope: one or two weights, a unit-stride output, an even head_dim")
+    cfg = cfg or rope_config(weights[0][0])
     if cfg.pairs < 1 or (head_dim // 2) % cfg.pairs or cfg.pairs & (cfg.pairs - 1):
         raise ValueError(f"dp4a_rope: {cfg.pairs} pairs per program must be a power of two "
                          f"dividing head_dim / 2 = {head_dim // 2}")  # fmt: skip
