@@ -86,10 +86,14 @@ def test_engine_measures_its_verify_price_at_start() -> None:
 
 
 def test_engine_raises_its_draft_limit_where_the_price_pays() -> None:
-    """Without --spec-tokens, pycode-22m's verify price (mostly fixed host time) pays for the
-    longest drafts: the engine captures the widest verify graphs after pricing and drafts up to
-    15, and its greedy output on grounded code is the one it gives at 8."""
-    from localllm.engine.speculative.policy import MAX_SPEC_TOKENS, draft_limit
+    """Without --spec-tokens, pycode-22m's verify price (mostly fixed host time) pays for longer
+    drafts than 8: the engine captures the wider verify graphs after pricing and drafts up to
+    its new limit, and its greedy output on grounded code is the one it gives at 8."""
+    from localllm.engine.speculative.policy import (
+        GPU_DEFAULT_SPEC_TOKENS,
+        MAX_SPEC_TOKENS,
+        draft_limit,
+    )
 
     path = conftest.testdata_path("models", "pycode-22m-q8_0.gguf")
     kw = dict(model=str(path), device="cuda", gpu_memory_utilization=0.5, max_model_len=2048,
@@ -115,7 +119,8 @@ def test_engine_raises_its_draft_limit_where_the_price_pays() -> None:
         gc.collect()
         torch.cuda.empty_cache()
     print("limits", limits)
-    assert limits == [MAX_SPEC_TOKENS, 8]
+    # its price, measured at start-up, moves run to run (13 and 15 seen on an H200)
+    assert GPU_DEFAULT_SPEC_TOKENS < limits[0] <= MAX_SPEC_TOKENS and limits[1] == 8
     agree = [next((i for i, (a, b) in enumerate(zip(x, y)) if a != b), len(x))
              for x, y in zip(*outs)]  # fmt: skip
     print("tokens agreeing:", agree)
