@@ -125,3 +125,21 @@ def test_engine_raises_its_draft_limit_where_the_price_pays() -> None:
              for x, y in zip(*outs)]  # fmt: skip
     print("tokens agreeing:", agree)
     assert sorted(agree)[len(agree) // 2] >= 48, agree
+
+
+def test_bench_spec_runs_at_the_engines_own_limit(tmp_path) -> None:
+    """`localllm bench --spec` without --spec-tokens drafts as `generate` does on a GPU: up to
+    the limit the engine took from its measured price."""
+    import json
+
+    from localllm.cli import main
+
+    path = conftest.testdata_path("models", "pycode-22m-q8_0.gguf")
+    out = tmp_path / "spec.json"
+    assert main(["bench", "--model", str(path), "-p", "0", "-n", "0", "--spec", "--spec-gen",
+                 "64", "--json", str(out)]) == 0  # fmt: skip
+    rows = json.loads(out.read_text())["results"]["spec"]
+    print({r["prompt"]: (r["spec_tokens"], round(r["speedup"], 2)) for r in rows})
+    assert {r["prompt"] for r in rows} == {"grounded", "open"}
+    assert len({r["spec_tokens"] for r in rows}) == 1 and rows[0]["spec_tokens"] > 8
+    assert all(r["tok_s_on"] > 0 for r in rows)

@@ -164,3 +164,6 @@ def test_bench_spec_compares_on_and_off(tmp_path, capsys) -> None:
     assert by_kind["grounded"]["accepted"] > 0
     assert main([*args[:-2], "--spec-tokens", "0"]) == 2
     assert "give --spec-tokens >= 1" in capsys.readouterr().err
+    # given, the limit is the flag's
+    assert main([*args[:-2], "--spec-tokens", "6", "--json", str(out)]) == 0
+    assert {r["spec_tokens"] for r in json.loads(out.read_text())["results"]["spec"]} == {6}

@@ -64,7 +64,7 @@ def run_suite(
     *,
     model_label: str,
     command: str | None,
-    spec_k: int = 0,
+    spec_k: int | None = None,
     spec_prompts: str = "auto",
     profile_batches: tuple[int, ...] = (),
     live: bool | None = None,

@@ -11,7 +11,9 @@ from localllm.bench.spec_prompts import chat_prompts, code_prompts, story_prompt
 from localllm.core import SamplingParams
 from localllm.engine.speculative.calibrate import sync
 
-BENCH_SPEC_TOKENS = 4  # k of `localllm bench --spec` when --spec-tokens is not given
+# k of `localllm bench --spec` without --spec-tokens where the engine does not speculate by
+# default (the CPU); on a GPU it takes the engine's own limit, as generate and serve do
+BENCH_SPEC_TOKENS = 4
 
 
 @dataclass

@@ -90,11 +90,10 @@ def scenario_names(args: argparse.Namespace) -> list[str]:
     return [n for n in SCENARIOS if n in names]
 
 
-def spec_k(args: argparse.Namespace) -> int:
-    """Drafts per step of the spec scenario: --spec-tokens, else bench/spec.py's default."""
-    from localllm.bench.spec import BENCH_SPEC_TOKENS
-
-    k = BENCH_SPEC_TOKENS if args.spec_tokens is None else args.spec_tokens
+def spec_k(args: argparse.Namespace) -> int | None:
+    """Drafts per step of the spec scenario: --spec-tokens, else None (the engine's own limit,
+    as `generate` and `serve` take it; bench/spec.py's where speculation is off by default)."""
+    k = args.spec_tokens
     if k == 0:
         raise LocalLLMError("bench: spec compares speculation on and off: give --spec-tokens >= 1")
     return k
@@ -119,7 +118,7 @@ def _base_config(
         max_model_len=args.max_model_len or need,
         max_num_seqs=max(args.max_num_seqs, sequences_needed(names, sizes), *profile),
         max_num_batched_tokens=max(args.max_num_batched_tokens, *sizes.pp),
-        **({"spec_tokens": spec_k(args)} if names == ["spec"] else {}),
+        **({"spec_tokens": spec_k(args)} if names == ["spec"] else {}),  # None: the default
     )
 
 
@@ -153,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
 
     names = scenario_names(args)
     sizes = sizes_from_args(args)
-    k = spec_k(args) if "spec" in names else 0
+    k = spec_k(args) if "spec" in names else None
     try:
         profile = tuple(int(x) for x in args.profile.split(",") if x.strip())
     except ValueError:

@@ -24,7 +24,8 @@ class Context:
     engines: Engines
     bandwidth: float  # measured copy bandwidth, bytes/s (read + write); 0 when unknown
     progress: Progress
-    spec_k: int = 0  # drafts per step of the spec scenario (--spec-tokens, else bench/spec.py's)
+    spec_k: int | None = None  # drafts per step of the spec scenario (--spec-tokens; None: the
+    # engine's own limit, else bench/spec.py's where speculation is off by default: the CPU)
     spec_prompts: str = "auto"  # prompt set of the spec scenario (--spec-prompts)
     results: dict[str, list[dict]] = field(default_factory=dict)  # rows of earlier scenarios
     notes: list[str] = field(default_factory=list)  # shown under the tables, kept in the JSON

@@ -11,10 +11,10 @@ KINDS = 2  # grounded, open: one progress step each
 
 
 def run_spec(ctx: Context) -> list[dict]:
-    from localllm.bench.spec import compare, prompt_set
+    from localllm.bench.spec import BENCH_SPEC_TOKENS, compare, prompt_set
 
-    k = ctx.spec_k
-    eng = ctx.engines.get(spec_tokens=k)
+    eng = ctx.engines.get(spec_tokens=ctx.spec_k)
+    k = ctx.spec_k or eng.spec_tokens or BENCH_SPEC_TOKENS
     prompts = prompt_set(eng, ctx.spec_prompts)
     by_kind = compare(eng, prompts, ctx.sizes.spec_gen, k)
     rows = []
