@@ -46,12 +46,10 @@ LONG_WAVES = 4
 # llama2-7b int8, live tokens: 9 partitions / 16: 1,024 14.3 / 10.7 us, 2,048 24.2 / 15.7;
 # fp16 at two stages prefers the wave rule's 8-12; benchmarks/session16/mha_parts_h100)
 DECODE_SERIAL_PARTS = 16
-# the in-kernel merge of a decode split reads up to this many partitions per round trip (a
-# power of two: `_merge_parts`), their [rows, D] outputs within MERGE_REGS fp32 registers per
-# thread. 8 and 32 until session 24, which made the step one [parts, rows, D] load: llama3-8b's
-# decode reads 16 partitions per step (33 at 4,161 tokens: 3 round trips instead of 5), MHA 32
-MERGE_MAX_PARTS = 32
-MERGE_REGS = 64
+# the in-kernel merge of a decode split reads up to this many partitions per round trip (1, 2,
+# 4 or 8: `_merge_parts`), their [rows, D] outputs within MERGE_REGS fp32 registers per thread
+MERGE_MAX_PARTS = 8
+MERGE_REGS = 32
 
 
 @dataclass(frozen=True)
