@@ -47,10 +47,9 @@ LONG_WAVES = 4
 # fp16 at two stages prefers the wave rule's 8-12; benchmarks/session16/mha_parts_h100)
 DECODE_SERIAL_PARTS = 16
 # the in-kernel merge of a decode split reads up to this many partitions per round trip (1, 2,
-# 4, 8, 16 or 32: `_merge_parts`), their [rows, D] outputs within MERGE_REGS fp32 registers per
-# thread (session 24: 8 and 32 before)
-MERGE_MAX_PARTS = 32
-MERGE_REGS = 64
+# 4 or 8: `_merge_parts`), their [rows, D] outputs within MERGE_REGS fp32 registers per thread
+MERGE_MAX_PARTS = 8
+MERGE_REGS = 32
 
 
 @dataclass(frozen=True)
