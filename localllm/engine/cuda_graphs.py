@@ -180,8 +180,8 @@ class GraphRunner:
     def extend_verify(self, spec_tokens: int) -> bool:
         """Capture the verify graphs of a draft limit raised after start-up (the engine's,
         from its measured price): width 1 + spec_tokens at every verify batch size, in the same
-        memory pool. False, with a warning, when it cannot (no memory); the graphs captured
-        before stay as they were."""
+        memory pool. False, with a warning, when it cannot (no memory, a failed capture); the
+        graphs captured before stay as they were."""
         top = 1 + spec_tokens
         if not self.enabled or not self.verify_buckets or top > self.verify_top:
             return False
@@ -193,9 +193,9 @@ class GraphRunner:
                 for key in keys:
                     self._capture(key, self._pool, self._stream)
             torch.cuda.synchronize(self.runner.device)
-        except torch.cuda.OutOfMemoryError:
-            log.warning("no memory for the %d-token verify CUDA graphs; the draft limit stays",
-                        top)  # fmt: skip
+        except Exception as e:  # out of memory, or a capture that failed: keep the old limit
+            log.warning("could not capture the %d-token verify CUDA graphs (%s); the draft "
+                        "limit stays", top, e)  # fmt: skip
             for key in keys:
                 self.graphs.pop(key, None)
                 self.logits.pop(key, None)
