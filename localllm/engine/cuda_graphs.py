@@ -134,6 +134,14 @@ class GraphRunner:
         self.logits.clear()
         self.greedy.clear()
 
+    def _drop(self, keys: list[GraphKey]) -> None:
+        """Forget these graphs (a capture that failed part-way) and give their memory back."""
+        for key in keys:
+            self.graphs.pop(key, None)
+            self.logits.pop(key, None)
+            self.greedy.pop(key, None)
+        torch.cuda.empty_cache()
+
     def close(self) -> None:
         """Drop every captured graph (their private memory pool goes with them)."""
         self.enabled = False
@@ -166,10 +174,7 @@ class GraphRunner:
             except torch.cuda.OutOfMemoryError:
                 log.warning("no memory for the %d-token prefill CUDA graph; such chunks run "
                             "eagerly", c)  # fmt: skip
-                self.graphs.pop(prefill, None)
-                self.logits.pop(prefill, None)
-                self.greedy.pop(prefill, None)
-                torch.cuda.empty_cache()
+                self._drop([prefill])
         plan = [GraphKey(b, 0) for b in self.buckets]
         plan += [GraphKey(b, self.mixed_chunk) for b in self.mixed_buckets]
         plan += [GraphKey(b, 0, w) for b in self.verify_buckets for w in self.verify_widths]
@@ -196,11 +201,7 @@ class GraphRunner:
         except Exception as e:  # out of memory, or a capture that failed: keep the old limit
             log.warning("could not capture the %d-token verify CUDA graphs (%s); the draft "
                         "limit stays", top, e)  # fmt: skip
-            for key in keys:
-                self.graphs.pop(key, None)
-                self.logits.pop(key, None)
-                self.greedy.pop(key, None)
-            torch.cuda.empty_cache()
+            self._drop(keys)
             return False
         self.verify_widths = sorted({*self.verify_widths, top})
         return True
