@@ -54,8 +54,8 @@ def time_case(hq: int, hkv: int, kv: torch.dtype, seq: int, q_len: int, window: 
     """us per launch and GB/s of KV read, the plan made for the live context and for the
     window, the live context over each forced number of KV partitions in `parts`, and the live
     plan with each of `variants` ("s3": 3 pipeline stages, "n32": 32-token KV tiles, "w2": 2
-    warps per program, "r1" / "r0": the one-stage register prefetch on / off, "n128s1w2":
-    several)."""
+    warps per program, "r1" / "r0": the one-stage register prefetch on / off, "p66": 66 KV
+    partitions, "n128s1w2": several)."""
     one = kv_token_bytes(hkv, 128, kv) * seq  # one sequence's KV
     copies = max(2, min(256, COLD_BYTES // one))
     q, kc, vc, ks, vs, tables, _, lens, _, _, scale = paged_inputs(copies, seq, q_len, hq, hkv,
@@ -66,8 +66,9 @@ def time_case(hq: int, hkv: int, kv: torch.dtype, seq: int, q_len: int, window: 
     cases = [("live", seq, None, ""), ("window", max(window, seq), None, "")]
     cases += [(f"p{p}", seq, p, "") for p in parts] + [(v, seq, None, v) for v in variants]
     for plan, plan_len, forced, variant in cases:
-        knobs = {k: int(v) for k, v in re.findall(r"([snwr])(\d+)", variant)}
+        knobs = {k: int(v) for k, v in re.findall(r"([snwrp])(\d+)", variant)}
         stages = knobs.get("s")
+        forced = knobs.get("p", forced)
 
         def run(plan_len: int = plan_len, forced: int | None = forced, st=stages) -> None:
             for i in range(copies):
@@ -96,7 +97,8 @@ def main() -> None:
     ap.add_argument(
         "--variants",
         default="",
-        help="s3: 3 stages, n32: 32-token tiles, w2: 2 warps, r1: the prefetch",
+        help="s3: 3 stages, n32: 32-token tiles, w2: 2 warps, r1: the prefetch, p66: 66 "
+        "partitions; combined: s4p66",
     )
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--kv", default=",".join(KV))
