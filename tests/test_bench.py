@@ -284,3 +284,54 @@ def test_profile_report_with_and_without_pdl() -> None:
     assert "weights (GEMV/GEMM)" in plain and "LOCALLLM_PDL=0" not in plain
     pdl = format_profile({**p, "pdl": True})
     assert "LOCALLLM_PDL=0" in pdl and "130.0%" not in pdl and "_dp4a_kernel" in pdl
+
+
+def test_profile_depth_sizes_the_engine_and_rejects_bad_input(cache, capsys) -> None:
+    """--profile-depth D: the engine holds D tokens of context ahead of the profiled steps;
+    a malformed or negative list is a one-line error."""
+    from localllm.bench.profile import PROFILE_CONTEXT
+    from localllm.bench.sizes import sizes_from_args
+    from localllm.cli import build_parser
+    from localllm.cli.bench import _base_config, scenario_names
+
+    flags = ["--scenario", "tg", "-p", "0", "-n", "16", "--depth", "0"]
+    args = build_parser().parse_args(["bench", *TINY, *flags])
+    names, sizes = scenario_names(args), sizes_from_args(args)
+    cfg = _base_config(args, names, sizes, (1,), (0, 300))
+    assert cfg.max_model_len >= PROFILE_CONTEXT + 300
+    for bad in ("x", "-4", ""):
+        assert main(["bench", *TINY, "--profile", "1", "--profile-depth", bad]) == 2
+        assert f"--profile-depth {bad!r}: a comma list of token counts" in capsys.readouterr().err
+    assert main(["bench", *TINY, "--profile-depth", "64"]) == 2
+    assert "give the batch sizes to profile with --profile" in capsys.readouterr().err
+
+
+def test_profile_prompts_and_the_batches_that_do_not_fit(monkeypatch) -> None:
+    """Each profiled sequence gets its own prompt of depth + 2 tokens; a (batch, depth) whose
+    contexts exceed the KV cache is skipped with a note, the others are profiled."""
+    from types import SimpleNamespace
+
+    from localllm.bench import profile as prof
+    from localllm.bench.run import _profile
+
+    a, b = prof.depth_prompt(1, 0, 64, 32000), prof.depth_prompt(1, 1, 64, 32000)
+    assert len(a) == len(b) == 66 and a[0] == b[0] == 1 and a[1:] != b[1:]
+    assert all(100 <= t < 32000 for t in a[1:] + b[1:])
+    assert len(prof.depth_prompt(1, 3, 0, 512)) == prof.PROMPT_TOKENS
+    done = []
+    monkeypatch.setattr(prof, "profile_decode", lambda eng, b, depth=0: done.append((b, depth)))
+    eng = SimpleNamespace(runner=SimpleNamespace(device=SimpleNamespace(type="cuda"),
+                                                 num_kv_tokens=4 * (1000 + prof.PROFILE_CONTEXT)))  # fmt: skip
+    notes: list[str] = []
+    _profile(eng, (1, 8), (0, 1000), notes)
+    assert done == [(1, 0), (8, 0), (1, 1000)]
+    assert len(notes) == 1 and "--profile 8 at depth 1000" in notes[0] and "skipped" in notes[0]
+
+
+def test_profile_report_names_its_depth() -> None:
+    from localllm.bench.profile import format_profile
+
+    p = {"batch": 1, "step_ms": 2.0, "kernel_us": 1.0, "pdl": False,
+         "fractions": {"attention": 0.5}, "kernels": []}  # fmt: skip
+    assert "batch 1, 4,096 tokens of context: 2.00 ms" in format_profile({**p, "depth": 4096})
+    assert "batch 1: 2.00 ms" in format_profile(p)

@@ -41,15 +41,25 @@ SPARE_TOKENS = 8  # generated past the profiled steps, so no sequence ends insid
 PROFILE_CONTEXT = PROMPT_TOKENS + WARM_STEPS + PROFILE_STEPS + SPARE_TOKENS
 
 
-def profile_decode(engine, batch: int, steps: int = PROFILE_STEPS) -> dict:
-    """Put `batch` sequences into decode, then profile `steps` engine steps."""
+def depth_prompt(bos: int, seq: int, depth: int, vocab: int) -> list[int]:
+    """A profiled sequence's prompt: BOS and `depth` + 1 more tokens (`depth` tokens of context
+    ahead of the profiled steps beside the PROMPT_TOKENS of a depth-0 profile), different per
+    sequence `seq` (no prefix shared between sequences)."""
+    span = max(vocab - 200, 1)
+    return [bos] + [100 + (seq * 7919 + j) % span for j in range(depth + 1)]
+
+
+def profile_decode(engine, batch: int, steps: int = PROFILE_STEPS, depth: int = 0) -> dict:
+    """Put `batch` sequences into decode after `depth` tokens of context each, then profile
+    `steps` engine steps."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
     bos = engine.tokenizer.bos_id or 1
-    gen = min(WARM_STEPS + steps + SPARE_TOKENS, engine.max_model_len - PROMPT_TOKENS)
+    gen = min(WARM_STEPS + steps + SPARE_TOKENS, engine.max_model_len - PROMPT_TOKENS - depth)
     params = greedy(gen)  # plain steps: drafts of a looping output would end it early
-    ids = [engine.add_request([bos, 100 + i], params) for i in range(batch)]
+    vocab = engine.tokenizer.vocab_size
+    ids = [engine.add_request(depth_prompt(bos, i, depth, vocab), params) for i in range(batch)]
     for _ in range(WARM_STEPS):
         engine.step()
     torch.cuda.synchronize()
@@ -61,7 +71,7 @@ def profile_decode(engine, batch: int, steps: int = PROFILE_STEPS) -> dict:
         wall = time.perf_counter() - t0
     for rid in ids:
         engine.abort(rid)
-    return {"batch": batch, "pdl": engine.runner.launches_pdl,
+    return {"batch": batch, "depth": depth, "pdl": engine.runner.launches_pdl,
             **kernel_breakdown(prof, steps, wall)}  # fmt: skip
 
 
@@ -87,7 +97,8 @@ def kernel_breakdown(prof, steps: int, wall: float, top: int = 12) -> dict:
 
 def format_profile(p: dict, title: str | None = None) -> str:
     """`title` names the unit (default: a decode step at the profile's batch)."""
-    title = title or f"decode step at batch {p['batch']}"
+    depth = f", {p['depth']:,} tokens of context" if p.get("depth") else ""
+    title = title or f"decode step at batch {p['batch']}{depth}"
     rows = [f"{title}: {p['step_ms']:.2f} ms"]
     if p.get("pdl"):  # kernel spans overlap: shares of the wall would add up past 100%
         rows.append(

@@ -67,6 +67,7 @@ def run_suite(
     spec_k: int | None = None,
     spec_prompts: str = "auto",
     profile_batches: tuple[int, ...] = (),
+    profile_depths: tuple[int, ...] = (0,),
     live: bool | None = None,
 ) -> dict:
     bandwidth = measure_bandwidth()  # before the KV pool takes the GPU's free memory
@@ -86,7 +87,7 @@ def run_suite(
     doc["results"] = ctx.results
     doc["notes"] = ctx.notes
     if profile_batches:
-        doc["profile"] = _profile(engines.main(), profile_batches, ctx.notes)
+        doc["profile"] = _profile(engines.main(), profile_batches, profile_depths, ctx.notes)
     engines.close()
     return doc
 
@@ -98,11 +99,23 @@ def _release_cached_memory() -> None:
         torch.cuda.empty_cache()
 
 
-def _profile(eng: Any, batches: tuple[int, ...], notes: list[str]) -> list[dict]:
-    """The per-kernel breakdown of decode steps (--profile; CUDA's profiler)."""
+def _profile(eng: Any, batches: tuple[int, ...], depths: tuple[int, ...],
+             notes: list[str]) -> list[dict]:  # fmt: skip
+    """The per-kernel breakdown of decode steps at each batch and context depth (--profile,
+    --profile-depth; CUDA's profiler). A batch whose contexts do not fit the KV cache at a
+    depth is left out with a note."""
     if eng.runner.device.type != "cuda":
         notes.append("--profile needs a CUDA GPU: skipped")
         return []
-    from localllm.bench.profile import profile_decode
+    from localllm.bench.profile import PROFILE_CONTEXT, profile_decode
 
-    return [profile_decode(eng, b) for b in batches]
+    out = []
+    for depth in depths:
+        for b in batches:
+            need = b * (depth + PROFILE_CONTEXT)
+            if need > eng.runner.num_kv_tokens:
+                notes.append(f"--profile {b} at depth {depth}: {need:,} KV tokens needed, the "
+                             f"cache holds {eng.runner.num_kv_tokens:,}: skipped")  # fmt: skip
+                continue
+            out.append(profile_decode(eng, b, depth=depth))
+    return out

@@ -53,6 +53,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default="",
         help="comma list of batch sizes: per-kernel decode breakdown (CUDA)",
     )
+    out.add_argument(
+        "--profile-depth",
+        default="0",
+        help="comma list of context depths (tokens in the KV cache) at which --profile "
+        "breaks decode down (default: 0)",
+    )
     out.add_argument("--prefix-test", action="store_true", help="add the prefix scenario")
     out.add_argument("--itl-test", action="store_true", help="add the itl scenario")
     out.add_argument("--spec", action="store_true", help="add the spec scenario")
@@ -100,13 +106,16 @@ def spec_k(args: argparse.Namespace) -> int | None:
 
 
 def _base_config(
-    args: argparse.Namespace, names: list[str], sizes: Sizes, profile: tuple[int, ...] = ()
-):
-    """The main engine's config, sized for the chosen scenarios and the --profile batches
-    (with speculation on when spec is the only scenario: one engine instead of two)."""
+    args: argparse.Namespace, names: list[str], sizes: Sizes, profile: tuple[int, ...] = (),
+    profile_depths: tuple[int, ...] = (0,),
+):  # fmt: skip
+    """The main engine's config, sized for the chosen scenarios and the --profile batches at
+    their depths (with speculation on when spec is the only scenario: one engine instead of
+    two)."""
     from localllm.bench.profile import PROFILE_CONTEXT
 
-    need = max(context_needed(names, sizes), PROFILE_CONTEXT if profile else 0)
+    deepest = PROFILE_CONTEXT + max(profile_depths)
+    need = max(context_needed(names, sizes), deepest if profile else 0)
     if args.max_model_len and args.max_model_len < need:
         raise LocalLLMError(
             f"bench: these scenarios need a context of {need} tokens; --max-model-len "
@@ -120,6 +129,17 @@ def _base_config(
         max_num_batched_tokens=max(args.max_num_batched_tokens, *sizes.pp),
         **({"spec_tokens": spec_k(args)} if names == ["spec"] else {}),  # None: the default
     )
+
+
+def _profile_depths(text: str) -> tuple[int, ...]:
+    """--profile-depth: a comma list of context depths (>= 0 tokens)."""
+    try:
+        depths = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        depths = ()
+    if not depths or min(depths) < 0:
+        raise LocalLLMError(f"--profile-depth {text!r}: a comma list of token counts (>= 0)")
+    return depths
 
 
 def _has_cuda() -> bool:
@@ -157,6 +177,9 @@ def run(args: argparse.Namespace) -> int:
         profile = tuple(int(x) for x in args.profile.split(",") if x.strip())
     except ValueError:
         raise LocalLLMError(f"--profile {args.profile!r}: a comma list of batch sizes") from None
+    depths = _profile_depths(args.profile_depth)
+    if depths != (0,) and not profile:
+        raise LocalLLMError("--profile-depth: give the batch sizes to profile with --profile")
     tools = None
     if args.compare:  # fail before a long run, not after it
         from localllm.bench.llamacpp.tools import find_tools
@@ -174,7 +197,7 @@ def run(args: argparse.Namespace) -> int:
             "try --model FILE --sizes tiny",
             file=sys.stderr,
         )
-    cfg = _base_config(args, names, sizes, profile)
+    cfg = _base_config(args, names, sizes, profile, depths)
     doc = run_suite(
         cfg, names, sizes, _build,
         model_label=model_label(args.model or DEFAULT_MODEL),
@@ -182,6 +205,7 @@ def run(args: argparse.Namespace) -> int:
         spec_k=k,
         spec_prompts=args.spec_prompts,
         profile_batches=profile,
+        profile_depths=depths,
     )  # fmt: skip
     if tools is not None:
         from localllm.bench.llamacpp.compare import run_compare
