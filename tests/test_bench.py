@@ -320,11 +320,12 @@ def test_profile_prompts_and_the_batches_that_do_not_fit(monkeypatch) -> None:
     assert len(prof.depth_prompt(1, 3, 0, 512)) == prof.PROMPT_TOKENS
     done = []
     monkeypatch.setattr(prof, "profile_decode", lambda eng, b, depth=0: done.append((b, depth)))
+    per_seq = -(-(1000 + prof.PROFILE_CONTEXT) // 16) * 16  # whole 16-token blocks
     eng = SimpleNamespace(runner=SimpleNamespace(device=SimpleNamespace(type="cuda"),
-                                                 num_kv_tokens=4 * (1000 + prof.PROFILE_CONTEXT)))  # fmt: skip
+                                                 block_size=16, num_kv_tokens=4 * per_seq))  # fmt: skip
     notes: list[str] = []
-    _profile(eng, (1, 8), (0, 1000), notes)
-    assert done == [(1, 0), (8, 0), (1, 1000)]
+    _profile(eng, (1, 4, 8), (0, 1000), notes)  # 4 at depth 1000 fills the cache exactly
+    assert done == [(1, 0), (4, 0), (8, 0), (1, 1000), (4, 1000)]
     assert len(notes) == 1 and "--profile 8 at depth 1000" in notes[0] and "skipped" in notes[0]
 
 

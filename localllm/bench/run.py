@@ -110,9 +110,10 @@ def _profile(eng: Any, batches: tuple[int, ...], depths: tuple[int, ...],
     from localllm.bench.profile import PROFILE_CONTEXT, profile_decode
 
     out = []
+    bs = eng.runner.block_size
     for depth in depths:
         for b in batches:
-            need = b * (depth + PROFILE_CONTEXT)
+            need = b * -(-(depth + PROFILE_CONTEXT) // bs) * bs  # whole blocks per sequence
             if need > eng.runner.num_kv_tokens:
                 notes.append(f"--profile {b} at depth {depth}: {need:,} KV tokens needed, the "
                              f"cache holds {eng.runner.num_kv_tokens:,}: skipped")  # fmt: skip
