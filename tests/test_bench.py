@@ -336,3 +336,21 @@ def test_profile_report_names_its_depth() -> None:
          "fractions": {"attention": 0.5}, "kernels": []}  # fmt: skip
     assert "batch 1, 4,096 tokens of context: 2.00 ms" in format_profile({**p, "depth": 4096})
     assert "batch 1: 2.00 ms" in format_profile(p)
+
+
+def test_profile_warm_up_prefills_deep_contexts_before_decoding() -> None:
+    """A deep profile context takes several chunked prefill steps: warm-up runs them all, then
+    WARM_STEPS decode steps, so the profiled steps are decode steps only."""
+    from localllm.bench import profile as prof
+    from localllm.bench.timing import greedy
+    from localllm.config import EngineConfig
+    from localllm.engine.engine import LLMEngine
+
+    eng = LLMEngine(EngineConfig(model=str(MODEL), device="cpu", max_model_len=512, max_num_seqs=2,
+                                 max_num_batched_tokens=64, threads=1))  # fmt: skip
+    vocab = eng.tokenizer.vocab_size
+    ids = [eng.add_request(prof.depth_prompt(1, i, 300, vocab), greedy(40)) for i in range(2)]
+    prof.warm_up(eng, ids)  # 2 x 302 prompt tokens at 64 a step: ~10 prefill steps
+    for r in ids:
+        seq = eng.requests[r].seq
+        assert not seq.in_prefill and seq.num_output >= prof.WARM_STEPS

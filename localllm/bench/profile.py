@@ -49,6 +49,18 @@ def depth_prompt(bos: int, seq: int, depth: int, vocab: int) -> list[int]:
     return [bos] + [100 + (seq * 7919 + j) % span for j in range(depth + 1)]
 
 
+def warm_up(engine, ids: list[str]) -> None:
+    """Step until every sequence of `ids` has its prompt prefilled (a deep context takes several
+    chunked steps), then WARM_STEPS decode steps: the profiled steps are all decode steps."""
+    bound = sum(engine.requests[r].seq.num_tokens for r in ids)  # >= 1 token per step
+    for _ in range(bound):
+        if not any(r in engine.requests and engine.requests[r].seq.in_prefill for r in ids):
+            break
+        engine.step()
+    for _ in range(WARM_STEPS):
+        engine.step()
+
+
 def profile_decode(engine, batch: int, steps: int = PROFILE_STEPS, depth: int = 0) -> dict:
     """Put `batch` sequences into decode after `depth` tokens of context each, then profile
     `steps` engine steps."""
@@ -60,8 +72,7 @@ def profile_decode(engine, batch: int, steps: int = PROFILE_STEPS, depth: int = 
     params = greedy(gen)  # plain steps: drafts of a looping output would end it early
     vocab = engine.tokenizer.vocab_size
     ids = [engine.add_request(depth_prompt(bos, i, depth, vocab), params) for i in range(batch)]
-    for _ in range(WARM_STEPS):
-        engine.step()
+    warm_up(engine, ids)
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         t0 = time.perf_counter()
