@@ -64,7 +64,6 @@ class BpeEngine:
             raise LocalLLMError(f"tokenizer merges do not fit the vocabulary ({e})") from None
         self._hf = HFTokenizer(model)
         self._hf.encode(["a"], is_pretokenized=True)  # the first call pays a ~0.3 s set-up
-        self._pieces: dict[int, bytes] = {}
 
     def encode(self, text: str, add_space: bool = False) -> list[int]:
         """Token ids for one raw-text fragment (`add_space` is unused: BPE adds no prefix)."""
@@ -75,13 +74,6 @@ class BpeEngine:
         return self._hf.encode(words, is_pretokenized=True, add_special_tokens=False).ids
 
     def piece_bytes(self, token_id: int) -> bytes:
-        hit = self._pieces.get(token_id)
-        if hit is None:
-            hit = self._piece_bytes(token_id)
-            self._pieces[token_id] = hit
-        return hit
-
-    def _piece_bytes(self, token_id: int) -> bytes:
         return bytelevel_piece_bytes(self.vocab, token_id)
 
 

@@ -41,7 +41,6 @@ class HfEngine:
 
     def __init__(self, hf: HFTokenizer, vocab: Vocab, pieces: PieceBytes) -> None:
         self.hf, self.vocab, self._pieces = hf, vocab, pieces
-        self._cache: dict[int, bytes] = {}
 
     def encode(self, text: str, add_space: bool) -> list[int]:
         if add_space:
@@ -49,10 +48,7 @@ class HfEngine:
         return self.hf.encode(text, add_special_tokens=False).ids
 
     def piece_bytes(self, token_id: int) -> bytes:
-        hit = self._cache.get(token_id)
-        if hit is None:
-            hit = self._cache[token_id] = self._pieces(self.vocab, token_id)
-        return hit
+        return self._pieces(self.vocab, token_id)
 
 
 def _types_in(node: Any, children: str) -> list[dict[str, Any]]:

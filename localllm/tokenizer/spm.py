@@ -34,7 +34,6 @@ class SpmEngine:
         self._cut = self._build_cut_pattern(vocab.tokens)
         self._pairs: frozenset[str] | None = None  # built on first long segment
         self._cache: dict[str, tuple[int, ...]] = {}
-        self._pieces: dict[int, bytes] = {}  # token id -> rendered bytes, filled on first use
 
     def _byte_token(self, b: int) -> int:
         hit = self.ids.get(f"<0x{b:02X}>")
@@ -136,10 +135,7 @@ class SpmEngine:
         return out
 
     def piece_bytes(self, token_id: int) -> bytes:
-        hit = self._pieces.get(token_id)
-        if hit is None:
-            hit = self._pieces[token_id] = spm_piece_bytes(self.vocab, token_id)
-        return hit
+        return spm_piece_bytes(self.vocab, token_id)
 
 
 def spm_piece_bytes(vocab: Vocab, token_id: int) -> bytes:

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 class Engine(Protocol):
     def encode(self, text: str, add_space: bool) -> list[int]: ...
 
-    def piece_bytes(self, token_id: int) -> bytes: ...
+    def piece_bytes(self, token_id: int) -> bytes: ...  # uncached: the Tokenizer caches
 
 
 def _spm_engine(vocab: Vocab, metadata: dict[str, Any]) -> Engine:
@@ -100,6 +100,7 @@ class Tokenizer:
     def __init__(self, vocab: Vocab, engine: Engine) -> None:
         self._vocab = vocab
         self._engine = engine
+        self._pieces: dict[int, bytes] = {}  # token id -> rendered bytes, filled on first use
         self.vocab_size: int = len(vocab.tokens)
         self.bos_id: int | None = vocab.bos_id
         self.eos_id: int | None = vocab.eos_id
@@ -204,7 +205,14 @@ class Tokenizer:
     def token_bytes(self, token_id: int) -> bytes:
         """The raw bytes a token stands for (special tokens: their text)."""
         self._check(token_id)
-        return self._engine.piece_bytes(token_id)
+        return self._piece(token_id)
+
+    def _piece(self, token_id: int) -> bytes:
+        """The engine's bytes of a (checked) token id, each id rendered once."""
+        hit = self._pieces.get(token_id)
+        if hit is None:
+            hit = self._pieces[token_id] = self._engine.piece_bytes(token_id)
+        return hit
 
     def token_to_str(self, token_id: int) -> str:
         """Display form for logprobs: the token's text, bytes that are not UTF-8 as `\\xNN`."""
@@ -252,8 +260,8 @@ class _Renderer:
             self.strip_next = tok.add_space_prefix
             if self.skip_special and kind in SKIPPED_TYPES:
                 return b""
-            return tok._engine.piece_bytes(token_id)
-        piece = tok._engine.piece_bytes(token_id)
+            return tok._piece(token_id)
+        piece = tok._piece(token_id)
         if piece and self.strip_next:
             self.strip_next = False
             if piece[:1] == b" ":
