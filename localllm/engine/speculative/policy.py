@@ -21,11 +21,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 # --spec-tokens when not given: off on CPU; on a GPU 8 to start with, raised after the engine
-# prices its verify step where that price pays (`draft_limit`, LIMIT_ACCEPT below). Why 8
-# (H200, scripts/spec_measure.py, see BENCHMARKS.md, session 7: k=8 gained more than k=4 on grounded work (SmolLM2 2.37x vs 2.14x,
-# pycode-22m 2.12x vs 1.80x), open-ended prompts 1.23-1.33x either way, 32 streams unchanged
-# (1.006-1.013x); the cost model below keeps a sequence from drafting unless it expects to gain
-# MIN_GAIN, and drafts as many tokens as pay)
+# prices its verify step where that price pays (`draft_limit`, LIMIT_ACCEPT below). Why 8 (H200,
+# scripts/spec_measure.py, see BENCHMARKS.md, session 7): k=8 gained more than k=4 on grounded
+# work (SmolLM2 2.37x vs 2.14x, pycode-22m 2.12x vs 1.80x), open-ended prompts 1.23-1.33x either
+# way, 32 streams unchanged (1.006-1.013x); the cost model below keeps a sequence from drafting
+# unless it expects to gain MIN_GAIN, and drafts as many tokens as pay
 GPU_DEFAULT_SPEC_TOKENS = 8
 CPU_DEFAULT_SPEC_TOKENS = 0
 DEFAULT_NGRAM_MIN = 2
