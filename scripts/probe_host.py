@@ -12,7 +12,7 @@ accepted: each step is a verify step of K drafts (after the policy's ramp-up), a
 text that repeats its prompt.
 
 Usage: python3 scripts/probe_host.py [--model stories260K.gguf] [--batch 1] [--steps 2000]
-       [--spec-tokens 0] [--profile [--sort cumulative]]
+       [--spec-tokens 0] [--profile [cumulative]]
 """
 
 from __future__ import annotations
@@ -40,12 +40,12 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=1, help="decoding streams")
     ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--spec-tokens", type=int, default=0, help="drafts per verify step (0: off)")
-    ap.add_argument("--profile", action="store_true", help="cProfile 500 more steps")
     ap.add_argument(
-        "--sort",
-        default="tottime",
+        "--profile",
+        nargs="?",
+        const="tottime",
         choices=("tottime", "cumulative"),
-        help="the profile's order: own time, or with callees (where a step goes)",
+        help="cProfile 500 more steps, by own time or with callees (where a step goes)",
     )
     a = ap.parse_args()
     k = a.spec_tokens
@@ -89,7 +89,7 @@ def main() -> None:
         for _ in range(500):
             eng.step()
         prof.disable()
-        pstats.Stats(prof).sort_stats(a.sort).print_stats(20 if a.sort == "tottime" else 40)
+        pstats.Stats(prof).sort_stats(a.profile).print_stats(20 if a.profile == "tottime" else 40)
 
 
 if __name__ == "__main__":
