@@ -73,7 +73,8 @@ def test_probe_streams_runs_on_cpu(tmp_path) -> None:
 
 def test_probe_host_verify_steps_take_every_draft(tmp_path) -> None:
     """scripts/probe_host.py --spec-tokens K (BENCHMARKS.md, session 14): the stubbed device
-    continues the prompt, so after the policy's ramp-up every step takes K drafts + 1."""
+    continues the prompt, so after the policy's ramp-up every step takes K drafts + 1; its
+    --profile prints by own time, or `--profile cumulative` with callees."""
     stories = str(conftest.testdata_path("models", "stories260K.gguf"))
     script = SCRIPT.parent / "probe_host.py"
     for k, tokens in ((0, "1.00"), (4, "5.00")):
@@ -82,3 +83,8 @@ def test_probe_host_verify_steps_take_every_draft(tmp_path) -> None:
                            timeout=600, cwd=tmp_path)  # fmt: skip
         assert r.returncode == 0, r.stderr
         assert f"{tokens} tokens per sequence" in r.stdout, r.stdout
+    for order, says in ((None, "internal time"), ("cumulative", "cumulative time")):
+        args = ["--model", stories, "--steps", "5", "--profile", *([order] if order else [])]
+        r = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True,
+                           timeout=600, cwd=tmp_path)  # fmt: skip
+        assert r.returncode == 0 and f"Ordered by: {says}" in r.stdout, r.stderr
