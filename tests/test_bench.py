@@ -16,6 +16,7 @@ from localllm.bench.llamacpp.parse import parse_batched_bench, parse_llama_bench
 from localllm.bench.llamacpp.ratio_table import main as ratio_table_main
 from localllm.bench.schema import SCHEMA
 from localllm.cli import main
+from localllm.engine.block_manager import cdiv
 
 FAKE = Path(__file__).parent / "fake_llamacpp"
 TESTDATA = Path(os.environ.get("LOCALLLM_TESTDATA", Path(__file__).parents[1] / ".." / "shared" / "testdata"))  # fmt: skip
@@ -320,7 +321,7 @@ def test_profile_prompts_and_the_batches_that_do_not_fit(monkeypatch) -> None:
     assert len(prof.depth_prompt(1, 3, 0, 512)) == prof.PROMPT_TOKENS
     done = []
     monkeypatch.setattr(prof, "profile_decode", lambda eng, b, depth=0: done.append((b, depth)))
-    per_seq = -(-(1000 + prof.PROFILE_CONTEXT) // 16) * 16  # whole 16-token blocks
+    per_seq = cdiv(1000 + prof.PROFILE_CONTEXT, 16) * 16  # whole 16-token blocks
     eng = SimpleNamespace(runner=SimpleNamespace(device=SimpleNamespace(type="cuda"),
                                                  block_size=16, num_kv_tokens=4 * per_seq))  # fmt: skip
     notes: list[str] = []

@@ -77,14 +77,15 @@ def test_probe_host_verify_steps_take_every_draft(tmp_path) -> None:
     --profile prints by own time, or `--profile cumulative` with callees."""
     stories = str(conftest.testdata_path("models", "stories260K.gguf"))
     script = SCRIPT.parent / "probe_host.py"
+
+    def probe(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(script), "--model", stories, *args],
+                              capture_output=True, text=True, timeout=600, cwd=tmp_path)  # fmt: skip
+
     for k, tokens in ((0, "1.00"), (4, "5.00")):
-        args = ["--model", stories, "--steps", "40", "--batch", "2", "--spec-tokens", str(k)]
-        r = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True,
-                           timeout=600, cwd=tmp_path)  # fmt: skip
+        r = probe("--steps", "40", "--batch", "2", "--spec-tokens", str(k))
         assert r.returncode == 0, r.stderr
         assert f"{tokens} tokens per sequence" in r.stdout, r.stdout
     for order, says in ((None, "internal time"), ("cumulative", "cumulative time")):
-        args = ["--model", stories, "--steps", "5", "--profile", *([order] if order else [])]
-        r = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True,
-                           timeout=600, cwd=tmp_path)  # fmt: skip
+        r = probe("--steps", "5", "--profile", *([order] if order else []))
         assert r.returncode == 0 and f"Ordered by: {says}" in r.stdout, r.stderr

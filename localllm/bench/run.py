@@ -15,6 +15,7 @@ from localllm.bench.scenarios import measure_bandwidth
 from localllm.bench.sizes import Sizes
 from localllm.bench.suite import SCENARIOS, Context, Skip
 from localllm.config import EngineConfig
+from localllm.engine.block_manager import cdiv
 
 SCHEMA = "localllm-bench/1"
 BANDWIDTH_METHOD = "device-to-device copy of 1 GiB, bytes read + written per second"
@@ -113,7 +114,7 @@ def _profile(eng: Any, batches: tuple[int, ...], depths: tuple[int, ...],
     bs = eng.runner.block_size
     for depth in depths:
         for b in batches:
-            need = b * -(-(depth + PROFILE_CONTEXT) // bs) * bs  # whole blocks per sequence
+            need = b * cdiv(depth + PROFILE_CONTEXT, bs) * bs  # whole blocks per sequence
             if need > eng.runner.num_kv_tokens:
                 notes.append(f"--profile {b} at depth {depth}: {need:,} KV tokens needed, the "
                              f"cache holds {eng.runner.num_kv_tokens:,}: skipped")  # fmt: skip
