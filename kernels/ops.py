@@ -4,7 +4,6 @@ Shapes: the torch references (`fused/`, `linear/qlinear.py`, `attention/paged.py
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -42,8 +41,7 @@ class PagedAttention(Protocol):
                  k_scale: torch.Tensor | None, v_scale: torch.Tensor | None,
                  block_tables: torch.Tensor, cu_seqlens_q: torch.Tensor, seq_lens: torch.Tensor,
                  max_q_len: int, max_seq_len: int, scale: float, out: torch.Tensor | None = None,
-                 quant: str | None = None,
-                 l2_prefetch: Sequence[torch.Tensor] = ()) -> torch.Tensor | QAct: ...  # fmt: skip
+                 quant: str | None = None) -> torch.Tensor | QAct: ...  # fmt: skip
 
 
 class QLinear(Protocol):

@@ -8,8 +8,6 @@ to KV positions <= its own. GQA: query head h reads kv head h // (Hq // Hkv).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import torch
 
 from localllm.kernels.attention.kv_dtypes import dequantize_kv
@@ -74,7 +72,6 @@ def paged_attention(
     scale: float,
     out: torch.Tensor | None = None,  # [T, Hq, D] q.dtype
     quant: str | None = None,  # int8 layout for the Triton version's fused quantization; unused
-    l2_prefetch: Sequence[torch.Tensor] = (),  # the Triton version's L2 hint; unused
 ) -> torch.Tensor:
     check_attention_args(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens)
     if out is None:

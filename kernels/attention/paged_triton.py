@@ -9,7 +9,6 @@ paged_triton_kernels.py; the contract is the reference's in paged.py.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -23,7 +22,6 @@ from localllm.kernels.fused.quant_act import QUANT_CODES, QAct
 from localllm.kernels.fused.quant_act_triton import act_buffers
 from localllm.kernels.pdl import pdl_args
 from localllm.kernels.plan import ATTN_DECODE_MAX_Q as DECODE_MAX_Q
-from localllm.kernels.prefetch import Prefetch, plan_prefetch, prefetch_args
 from localllm.kernels.scratch import ZeroScratch
 
 MIN_PART = 128  # fewest KV tokens per decode partition
@@ -241,7 +239,6 @@ def run_paged_attention(
     seq_lens: torch.Tensor, max_q_len: int, max_seq_len: int, scale: float,
     out: torch.Tensor | None = None, parts: int | None = None, num_stages: int | None = None,
     quant: str | None = None, props: DeviceProps | None = None, live_parts: int | None = None,
-    l2_prefetch: Prefetch | None = None,
 ) -> torch.Tensor | QAct:  # fmt: skip
     """paged_attention with a forced number of KV partitions / pipeline stages (tests, bench).
     With `quant` (an int8 layout), one token and a split-KV plan, the merge also writes the
@@ -251,8 +248,7 @@ def run_paged_attention(
     combines them (one partition writes the output directly); longer chunks over a split KV
     take the separate merge kernel with the planned partition length. `props`: the GPU the
     plan is for (default: q's device; the interpreter plans one partition). `live_parts`
-    forces how many partitions a decode's live context is spread over (tests). `l2_prefetch`:
-    byte ranges the decode programs ask L2 for (`kernels/prefetch.py`)."""
+    forces how many partitions a decode's live context is spread over (tests)."""
     check_attention_args(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens)
     _check_layout(q, k_cache, v_cache, k_scale, v_scale, block_tables)
     kv_quant = is_quantized(k_cache.dtype)
@@ -284,13 +280,12 @@ def run_paged_attention(
     grid = (plan.m_blocks, batch * n_kv, plan.parts)
     cnt = _COUNTERS.get(q.device, grid[0] * grid[1]) if merge else lse_p
     pdl = pdl_args(q.device)
-    pf = l2_prefetch if max_q_len <= DECODE_MAX_Q else None
     _attn_kernel[grid](
         q, k_cache, v_cache, ks, vs, block_tables, cu_seqlens_q, seq_lens, out, out_p,
         lse_p, q.stride(0), q.stride(1), *k_cache.stride()[:3], *v_cache.stride()[:3],
         ks.stride(0), ks.stride(1), vs.stride(0), vs.stride(1), block_tables.stride(0),
         out.stride(0), out.stride(1), *lse_p.stride(), n_kv, plan.part_len,
-        scale * math.log2(math.e), cnt, xq, xs, *prefetch_args(pf, out), G=group, BLOCK_M=plan.block_m,
+        scale * math.log2(math.e), cnt, xq, xs, G=group, BLOCK_M=plan.block_m,
         BLOCK_N=plan.block_n, HEAD_DIM=d, D_PAD=d_pad, BLOCK_SIZE=bs, QUANT=kv_quant,
         SPLIT=split, IEEE=q.dtype == torch.float32, MERGE=merge,
         OUT_QUANT=code if merge else 0, num_warps=plan.num_warps, num_stages=num_stages, **pdl,
@@ -298,7 +293,7 @@ def run_paged_attention(
         live_cap=(live_parts or plan.live_cap) if merge else 1,
         PART_TILES=DECODE_PART_TILES,
         MERGE_ROWS=plan.merge_rows if merge else 1, MERGE_PARTS=plan.merge_parts if merge else 1,
-        PREFETCH=plan.prefetch, WIDEN=widen, PF=pf.at if pf is not None else 0,
+        PREFETCH=plan.prefetch, WIDEN=widen,
     )  # fmt: skip
     if split and not merge:
         _merge_kernel[(t, hq)](
@@ -329,12 +324,9 @@ def paged_attention(
     scale: float,
     out: torch.Tensor | None = None,
     quant: str | None = None,
-    l2_prefetch: Sequence[torch.Tensor] = (),
 ) -> torch.Tensor | QAct:
     """Same contract as the reference in attention.py; returns [T, Hq, D] in q.dtype, or with
     `quant` possibly a QAct of the output as [1, Hq D] rows (see run_paged_attention).
-    `l2_prefetch`: the planes of the weight read next, which decode launches may ask L2 for
-    (`kernels/prefetch.py`; a hint, no effect on the result).
 
     Rows past cu_seqlens_q[-1] (if any) are left unwritten.
     """
@@ -352,17 +344,4 @@ def paged_attention(
         scale,
         out,
         quant=quant,
-        l2_prefetch=plan_prefetch(
-            l2_prefetch, kv_token_bytes(k_cache, k_scale), device_props(q.device)
-        )
-        if l2_prefetch
-        else None,  # fmt: skip
     )
-
-
-def kv_token_bytes(cache: torch.Tensor, scale: torch.Tensor | None) -> int:
-    """One layer's K + V bytes of a token in `cache` [blocks, Hkv, block_size, D] (+ scales)."""
-    per = cache.shape[1] * cache.shape[3] * cache.element_size()
-    if scale is not None:
-        per += cache.shape[1] * scale.element_size()
-    return 2 * per

@@ -22,7 +22,6 @@ import triton.language as tl
 
 from localllm.kernels.fused.quant_act_triton import _quant_store
 from localllm.kernels.pdl import pdl_enter, pdl_trigger, pdl_wait
-from localllm.kernels.prefetch import l2_prefetch
 
 # int8 -> fp16 four values at a time (WIDEN = 1): x ^ 0x80 is the byte x + 128, PRMT puts 0x64
 # above each byte (the fp16 1024 + x + 128) and one f16x2 subtract of 1152 leaves x, exactly.
@@ -165,11 +164,6 @@ def _attn_kernel(
     CNT,
     XQ,
     XS,  # MERGE: zeroed int32 counters per row tile; OUT_QUANT: int8 out (quant_act)
-    PF0,
-    PF0_N,
-    PF1,
-    PF1_N,
-    pf_max_seq,  # PF > 0: byte ranges to prefetch into L2 (`kernels/prefetch.py`)
     G: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -189,7 +183,6 @@ def _attn_kernel(
     MERGE_PARTS: tl.constexpr = 1,
     PREFETCH: tl.constexpr = False,
     WIDEN: tl.constexpr = 0,
-    PF: tl.constexpr = 0,
 ):
     # the step's inputs (cu_seqlens, seq_lens, the block table of the first KV tile: uploaded
     # before its first kernel) are read before the PDL wait; q and the KV cache (with this
@@ -238,8 +231,6 @@ def _attn_kernel(
         mask=rows[:, None] & dmask[None, :],
         other=0.0,
     )  # [BLOCK_M, D_PAD]
-    if PF == 1:
-        _prefetch_next(PF0, PF0_N, PF1, PF1_N, pf_max_seq, seq_len, 256)
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, D_PAD], tl.float32)
@@ -277,8 +268,6 @@ def _attn_kernel(
         m_i, l_i, acc = _online_softmax_step(
             q, k, ks, v, vs, visible, m_i, l_i, acc, qk_scale, QUANT, IEEE
         )
-    if PF == 2:
-        _prefetch_next(PF0, PF0_N, PF1, PF1_N, pf_max_seq, seq_len, 256)
     o = acc / tl.maximum(l_i, 1e-30)[:, None]  # rows that saw no key (l_i = 0) output zeros
     omask = rows[:, None] & dmask[None, :]
     if MERGE:  # decode split-KV, merged here: the partitions that hold keys of this sequence
@@ -319,16 +308,6 @@ def _attn_kernel(
     else:
         optr = OUT + tok[:, None] * stride_ot + head[:, None] * stride_oh + d[None, :]
         tl.store(optr, o.to(OUT.dtype.element_ty), mask=omask)
-
-
-@triton.jit
-def _prefetch_next(PF0, PF0_N, PF1, PF1_N, pf_max_seq, seq_len, LINES: tl.constexpr):
-    """This program's share of the L2 prefetch (the next weights), for contexts short enough
-    that attention leaves the DRAM idle."""
-    if seq_len <= pf_max_seq:
-        prog = (tl.program_id(0) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(2)
-        nprog = tl.num_programs(0) * tl.num_programs(1) * tl.num_programs(2)
-        l2_prefetch(PF0, PF0_N, PF1, PF1_N, prog + tl.program_id(2), nprog, LINES)
 
 
 @triton.jit

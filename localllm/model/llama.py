@@ -53,9 +53,6 @@ class LlamaModel:
             _ActLayouts.of(layer) if int8_act else _ActLayouts() for layer in weights.layers
         ]
         self.lm_head_int8 = int8_act and int8_layout([weights.lm_head.fmt]) is not None
-        # per layer, the planes of the weight read two kernels after attention (gate+up): a
-        # decode attention launch may ask L2 for them (`kernels/prefetch.py`)
-        self.next_planes = [tuple(layer.w_gate_up[0].tensors.values()) for layer in weights.layers]
 
     def _attention(
         self, i: int, layer: LayerWeights, x: torch.Tensor | QAct, fb: ForwardBatch, kv: KVCache
@@ -101,7 +98,6 @@ class LlamaModel:
             fb.max_seq_len,
             self.scale,
             quant=self.act[i].o,
-            l2_prefetch=self.next_planes[i],
         )  # [T, Hq, D], or a QAct [1, Hq D] with its int8 form
         if not isinstance(o, QAct):
             o = o.reshape(T, cfg.q_size)
