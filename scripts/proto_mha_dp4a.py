@@ -1,0 +1,225 @@
+"""Prototype (outside the engine): one-token MHA decode attention over an int8 KV cache with
+Q K^T by `dp4a` instead of the tensor cores, timed against the engine's `_attn_kernel`.
+
+The engine's int8 MHA decode (llama2-7b: 32 KV heads, one query row per head) widens every K
+and V tile to fp16 and runs both products on the tensor cores over a 16-row tile of which one
+row is real; BENCHMARKS (session 22) found it issue-bound at ~1.95 TB/s. Here q is quantized
+to int8 per 32 elements (as the dp4a GEMV's activations) and each key's score is 32 `dp4a` over
+its raw int8 words. No K widening and no K operand staging remain. P V keeps the tensor cores,
+one of two ways:
+  pv0: V widened to fp16 (as the engine does), P in fp16;
+  pv1: V straight from int8, P quantized to int8 per KV tile (scale max(P) / 127): an int8 MMA
+       with int32 accumulation, no widening at all (a numerics change: P to 8 bits).
+Program (head, partition) writes its partition's (out, lse); a torch log-sum-exp merge
+combines them (not timed: the engine's kernel merges in-kernel, ~3-4 us at these sizes).
+
+    python3 scripts/proto_mha_dp4a.py [--seqs 4161,16513] [--parts 16,33,66] [--heads 32]
+
+Prints us per launch, GB/s of KV read and the error against the engine's output. JSON lines to
+$OUT/proto_mha_dp4a.jsonl. On a CPU (`TRITON_INTERPRET=1`) `--check` runs a small case.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+
+import torch
+import triton
+import triton.language as tl
+
+from localllm.kernels.attention import paged_triton as pt
+from localllm.kernels.attention.paged_triton_kernels import _widen
+from localllm.kernels.device import interpreting
+from localllm.kernels.quant.dp4a_ops_triton import dp4a
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+COLD_BYTES = 256 << 20  # KV copies cycled per replay: several times an H200's 50 MB L2
+
+
+@triton.jit
+def _proto_kernel(Q, K, V, KS, VS, BT, OP, LP, seq_len, part_len, stride_kb, stride_kh,
+                  stride_kt, stride_sb, stride_sh, qk_scale, D: tl.constexpr, BN: tl.constexpr,
+                  BS: tl.constexpr, PV: tl.constexpr, WIDEN: tl.constexpr,
+                  EMU: tl.constexpr):  # fmt: skip
+    h = tl.program_id(0)
+    p = tl.program_id(1)
+    n_parts = tl.num_programs(1)
+    d = tl.arange(0, D)
+    rows = tl.arange(0, 16)
+    # q of this head to int8 words, scales per 32 elements
+    q = tl.load(Q + h * D + d).to(tl.float32)
+    qg = tl.reshape(q, [D // 32, 32])
+    amax = tl.max(tl.abs(qg), axis=1)
+    inv = tl.where(amax > 0, 127.0 / amax, 0.0)
+    qi = tl.minimum(tl.maximum(tl.floor(qg * inv[:, None] + 0.5), -127.0), 127.0).to(tl.int32)
+    dq = amax / 127.0  # [D / 32]
+    qb = tl.reshape(qi, [D // 4, 4]) & 255
+    qw = tl.sum(qb << (8 * tl.arange(0, 4))[None, :], axis=1)  # [D / 4] int32
+    lo = p * part_len
+    hi = tl.minimum(lo + part_len, seq_len)
+    m_i = tl.full([16], float("-inf"), tl.float32)
+    l_i = tl.zeros([16], tl.float32)
+    acc = tl.zeros([16, D], tl.float32)
+    kw_ptr = K.to(tl.pointer_type(tl.int32))
+    words = tl.arange(0, D // 4)
+    for n0 in range(lo, hi, BN):
+        n = n0 + tl.arange(0, BN)
+        ok = n < hi
+        page = tl.load(BT + n // BS, mask=ok, other=0).to(tl.int64)
+        off = (n % BS).to(tl.int64)
+        base = page * stride_kb + h * stride_kh + off * stride_kt  # [BN] int8 element offsets
+        kw = tl.load(kw_ptr + (base // 4)[:, None] + words[None, :], mask=ok[:, None], other=0)
+        prod = dp4a(tl.zeros_like(kw), kw, qw[None, :] + kw * 0, EMU, True)  # [BN, D / 4]
+        sg = tl.sum(tl.reshape(prod, [BN, D // 32, 8]), axis=2)  # [BN, D / 32]
+        s = tl.sum(sg.to(tl.float32) * dq[None, :], axis=1)  # [BN]
+        ks = tl.load(KS + page * stride_sb + h * stride_sh + off, mask=ok, other=0.0)
+        s = tl.where(ok, s * ks * qk_scale, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, axis=0))  # [16], all equal
+        alpha = tl.exp2(m_i - m_new)
+        pr = tl.exp2(s - tl.max(m_new, axis=0))  # [BN]
+        l_i = l_i * alpha + tl.sum(pr, axis=0)
+        vs = tl.load(VS + page * stride_sb + h * stride_sh + off, mask=ok, other=0.0)
+        w = pr * vs
+        vt = tl.load(V + base[:, None] + d[None, :], mask=ok[:, None], other=0)  # int8 [BN, D]
+        if PV == 0:
+            p16 = tl.where(rows[:, None] == 0, w[None, :], 0.0).to(tl.float16)
+            acc = acc * alpha[:, None] + tl.dot(p16, _widen(vt, tl.float16, WIDEN))
+        else:
+            wmax = tl.max(w, axis=0)
+            wq = tl.floor(w * tl.where(wmax > 0, 127.0 / wmax, 0.0) + 0.5)
+            p8 = tl.where(rows[:, None] == 0, wq[None, :], 0.0).to(tl.int8)
+            part = tl.dot(p8, vt, out_dtype=tl.int32).to(tl.float32) * (wmax / 127.0)
+            acc = acc * alpha[:, None] + part
+        m_i = m_new
+    o = acc / tl.maximum(l_i, 1e-30)[:, None]
+    o0 = tl.sum(tl.where(rows[:, None] == 0, o, 0.0), axis=0)  # [D]: row 0
+    tl.store(OP + (h * n_parts + p) * D + d, o0)
+    l0 = tl.max(l_i, axis=0)
+    m0 = tl.max(m_i, axis=0)
+    tl.store(LP + h * n_parts + p, tl.where(l0 > 0, m0 + tl.log2(tl.maximum(l0, 1e-30)),
+                                            float("-inf")))  # fmt: skip
+
+
+def proto(q, kc, vc, ks, vs, table, seq: int, scale: float, parts: int, pv: int, bn: int):  # noqa: ANN001, ANN201
+    """q [1, H, D] -> ([H, D] fp32 merged output, out_p, lse_p)."""
+    _, h, d = q.shape
+    part_len = triton.cdiv(triton.cdiv(seq, parts), bn) * bn
+    parts = triton.cdiv(seq, part_len)
+    op = torch.empty(h, parts, d, device=q.device, dtype=torch.float32)
+    lp = torch.empty(h, parts, device=q.device, dtype=torch.float32)
+    emu = interpreting()
+    _proto_kernel[(h, parts)](
+        q, kc, vc, ks, vs, table, op, lp, seq, part_len, *kc.stride()[:3], *ks.stride()[:2],
+        scale * math.log2(math.e), D=d, BN=bn, BS=kc.shape[2], PV=pv,
+        WIDEN=0 if emu or not q.is_cuda else 1, EMU=emu, num_warps=4,
+    )  # fmt: skip
+    return op, lp
+
+
+def merge(op: torch.Tensor, lp: torch.Tensor) -> torch.Tensor:
+    w = torch.softmax(lp * math.log(2.0), dim=1)  # [H, P]
+    return (w[:, :, None] * op).sum(1)
+
+
+def inputs(seq: int, h: int, d: int, copies: int, device: str, block: int = 16):  # noqa: ANN201
+    per = -(-seq // block)
+    n = copies * per
+    g = torch.Generator(device="cpu").manual_seed(seq)
+    kc = torch.randint(-127, 128, (n, h, block, d), generator=g, dtype=torch.int8).to(device)
+    vc = torch.randint(-127, 128, (n, h, block, d), generator=g, dtype=torch.int8).to(device)
+    ks = (torch.rand(n, h, block, generator=g) * 0.0005 + 0.0003).to(device)
+    vs = (torch.rand(n, h, block, generator=g) * 0.01).to(device)
+    tables = torch.randperm(n, generator=g).view(copies, per).to(torch.int32).to(device)
+    q = torch.randn(1, h, d, generator=g).to(device, torch.float16)
+    return q, kc, vc, ks, vs, tables
+
+
+def engine(q, kc, vc, ks, vs, table, seq: int, scale: float, parts: int | None = None):  # noqa: ANN001, ANN201
+    cu = torch.tensor([0, 1], device=q.device, dtype=torch.int32)
+    lens = torch.tensor([seq], device=q.device, dtype=torch.int32)
+    return pt.run_paged_attention(q, kc, vc, ks, vs, table[None], cu, lens, 1, seq, scale,
+                                  parts=parts)  # fmt: skip
+
+
+def check() -> None:
+    """A small case on any device: the prototype against the engine's kernel."""
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    seq, h, d = 200, 2, 128
+    q, kc, vc, ks, vs, tables = inputs(seq, h, d, 1, dev)
+    want = engine(q, kc, vc, ks, vs, tables[0], seq, d**-0.5, parts=1)[0].float()
+    for pv in (0, 1):
+        got = merge(*proto(q, kc, vc, ks, vs, tables[0], seq, d**-0.5, 3, pv, 32))
+        err = ((got - want).norm() / want.norm()).item()
+        print(f"pv{pv}: relative error {err:.2e}")
+        assert err < 2e-2, err
+
+
+def run_seq(seq: int, h: int, d: int, parts_list: list[int], bns: list[int], out) -> None:  # noqa: ANN001
+    """Time the engine and every prototype variant at one context length."""
+    from triton.testing import do_bench_cudagraph
+
+    one = 2 * h * (d + 4) * seq  # K and V bytes with their fp32 scales
+    copies = max(2, min(64, COLD_BYTES // one))
+    q, kc, vc, ks, vs, tables = inputs(seq, h, d, copies, "cuda")
+    scale = d**-0.5
+
+    def timed(fn) -> float:  # noqa: ANN001
+        def run() -> None:
+            for i in range(copies):
+                fn(i)
+
+        run()
+        torch.cuda.synchronize()
+        return do_bench_cudagraph(run, rep=30) * 1e3 / copies
+
+    def rec(**r: object) -> None:
+        r = dict(seq=seq, heads=h, **r)
+        print(json.dumps(r), flush=True)
+        out.write(json.dumps(r) + "\n")
+
+    want = engine(q, kc, vc, ks, vs, tables[0], seq, scale)[0].float()
+    us = timed(lambda i: engine(q, kc, vc, ks, vs, tables[i], seq, scale))
+    rec(kind="engine", us=round(us, 2), gbs=round(one / us / 1e3))
+    for pv in (0, 1):
+        for bn in bns:
+            for parts in parts_list:
+                try:
+                    got = merge(*proto(q, kc, vc, ks, vs, tables[0], seq, scale, parts, pv, bn))
+                except Exception as e:  # noqa: BLE001
+                    rec(kind=f"pv{pv}", bn=bn, parts=parts, error=str(e).splitlines()[0][:160])
+                    continue
+                err = ((got - want).norm() / want.norm()).item()
+
+                def one_call(i: int, pv: int = pv, bn: int = bn, parts: int = parts) -> None:
+                    proto(q, kc, vc, ks, vs, tables[i], seq, scale, parts, pv, bn)
+
+                us = timed(one_call)
+                rec(kind=f"pv{pv}", bn=bn, parts=parts, us=round(us, 2),
+                    gbs=round(one / us / 1e3), rel_err=float(f"{err:.2e}"))  # fmt: skip
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seqs", default="4161,16513")
+    ap.add_argument("--parts", default="16,33,66")
+    ap.add_argument("--heads", type=int, default=32)
+    ap.add_argument("--bns", default="32,64")
+    ap.add_argument("--check", action="store_true")
+    a = ap.parse_args()
+    if a.check:
+        check()
+        return
+    out = open(os.path.join(os.environ.get("OUT", "."), "proto_mha_dp4a.jsonl"), "a")
+    print(torch.cuda.get_device_name())
+    for seq in map(int, a.seqs.split(",")):
+        run_seq(seq, a.heads, 128, [int(x) for x in a.parts.split(",")],
+                [int(x) for x in a.bns.split(",")], out)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
