@@ -139,9 +139,15 @@ def inputs(seq: int, h: int, d: int, copies: int, device: str, block: int = 16):
     return q, kc, vc, ks, vs, tables
 
 
+_STEP: dict = {}  # device -> (cu_seqlens, seq_lens) of one sequence (made outside graph capture)
+
+
 def engine(q, kc, vc, ks, vs, table, seq: int, scale: float, parts: int | None = None):  # noqa: ANN001, ANN201
-    cu = torch.tensor([0, 1], device=q.device, dtype=torch.int32)
-    lens = torch.tensor([seq], device=q.device, dtype=torch.int32)
+    key = (q.device, seq)
+    if key not in _STEP:
+        _STEP[key] = (torch.tensor([0, 1], device=q.device, dtype=torch.int32),
+                      torch.tensor([seq], device=q.device, dtype=torch.int32))  # fmt: skip
+    cu, lens = _STEP[key]
     return pt.run_paged_attention(q, kc, vc, ks, vs, table[None], cu, lens, 1, seq, scale,
                                   parts=parts)  # fmt: skip
 
