@@ -22,6 +22,7 @@ $OUT/proto_mha_dp4a.jsonl. On a CPU (`TRITON_INTERPRET=1`) `--check` runs a smal
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -105,7 +106,21 @@ def _proto_kernel(Q, K, V, KS, VS, BT, OP, LP, seq_len, part_len, stride_kb, str
                                             float("-inf")))  # fmt: skip
 
 
-def proto(q, kc, vc, ks, vs, table, seq: int, scale: float, parts: int, pv: int, bn: int):  # noqa: ANN001, ANN201
+def proto(
+    q,
+    kc,
+    vc,
+    ks,
+    vs,
+    table,
+    seq: int,
+    scale: float,
+    parts: int,
+    pv: int,
+    bn: int,
+    warps: int = 4,
+    stages: int | None = None,
+):  # noqa: ANN001, ANN201
     """q [1, H, D] -> ([H, D] fp32 merged output, out_p, lse_p)."""
     _, h, d = q.shape
     part_len = triton.cdiv(triton.cdiv(seq, parts), bn) * bn
@@ -116,7 +131,8 @@ def proto(q, kc, vc, ks, vs, table, seq: int, scale: float, parts: int, pv: int,
     _proto_kernel[(h, parts)](
         q, kc, vc, ks, vs, table, op, lp, seq, part_len, *kc.stride()[:3], *ks.stride()[:2],
         scale * math.log2(math.e), D=d, BN=bn, BS=kc.shape[2], PV=pv,
-        WIDEN=0 if emu or not q.is_cuda else 1, EMU=emu, num_warps=4,
+        WIDEN=0 if emu or not q.is_cuda else 1, EMU=emu, num_warps=warps,
+        **({"num_stages": stages} if stages else {}),
     )  # fmt: skip
     return op, lp
 
@@ -165,7 +181,16 @@ def check() -> None:
         assert err < 2e-2, err
 
 
-def run_seq(seq: int, h: int, d: int, parts_list: list[int], bns: list[int], out) -> None:  # noqa: ANN001
+def run_seq(
+    seq: int,
+    h: int,
+    d: int,
+    parts_list: list[int],
+    bns: list[int],
+    out,
+    warps: list[int],
+    stages: list[int],
+) -> None:  # noqa: ANN001
     """Time the engine and every prototype variant at one context length."""
     from triton.testing import do_bench_cudagraph
 
@@ -191,21 +216,31 @@ def run_seq(seq: int, h: int, d: int, parts_list: list[int], bns: list[int], out
     want = engine(q, kc, vc, ks, vs, tables[0], seq, scale)[0].float()
     us = timed(lambda i: engine(q, kc, vc, ks, vs, tables[i], seq, scale))
     rec(kind="engine", us=round(us, 2), gbs=round(one / us / 1e3))
-    for pv in (0, 1):
-        for bn in bns:
-            for parts in parts_list:
+    for pv, bn, parts, w, st in itertools.product((0, 1), bns, parts_list, warps, stages):
+        if True:
+            if True:
                 try:
-                    got = merge(*proto(q, kc, vc, ks, vs, tables[0], seq, scale, parts, pv, bn))
+                    got = merge(
+                        *proto(q, kc, vc, ks, vs, tables[0], seq, scale, parts, pv, bn, w, st)
+                    )
                 except Exception as e:  # noqa: BLE001
-                    rec(kind=f"pv{pv}", bn=bn, parts=parts, error=str(e).splitlines()[0][:160])
+                    rec(
+                        kind=f"pv{pv}",
+                        bn=bn,
+                        parts=parts,
+                        warps=w,
+                        stages=st,
+                        error=str(e).splitlines()[0][:160],
+                    )
                     continue
                 err = ((got - want).norm() / want.norm()).item()
 
-                def one_call(i: int, pv: int = pv, bn: int = bn, parts: int = parts) -> None:
-                    proto(q, kc, vc, ks, vs, tables[i], seq, scale, parts, pv, bn)
+                def one_call(i: int, pv: int = pv, bn: int = bn, parts: int = parts, w: int = w,
+                             st: int = st) -> None:  # fmt: skip
+                    proto(q, kc, vc, ks, vs, tables[i], seq, scale, parts, pv, bn, w, st)
 
                 us = timed(one_call)
-                rec(kind=f"pv{pv}", bn=bn, parts=parts, us=round(us, 2),
+                rec(kind=f"pv{pv}", bn=bn, parts=parts, warps=w, stages=st, us=round(us, 2),
                     gbs=round(one / us / 1e3), rel_err=float(f"{err:.2e}"))  # fmt: skip
 
 
@@ -215,6 +250,8 @@ def main() -> None:
     ap.add_argument("--parts", default="16,33,66")
     ap.add_argument("--heads", type=int, default=32)
     ap.add_argument("--bns", default="32,64")
+    ap.add_argument("--warps", default="4")
+    ap.add_argument("--stages", default="0", help="0: Triton's default")
     ap.add_argument("--check", action="store_true")
     a = ap.parse_args()
     if a.check:
@@ -224,7 +261,8 @@ def main() -> None:
     print(torch.cuda.get_device_name())
     for seq in map(int, a.seqs.split(",")):
         run_seq(seq, a.heads, 128, [int(x) for x in a.parts.split(",")],
-                [int(x) for x in a.bns.split(",")], out)  # fmt: skip
+                [int(x) for x in a.bns.split(",")], out, [int(x) for x in a.warps.split(",")],
+                [int(x) for x in a.stages.split(",")])  # fmt: skip
 
 
 if __name__ == "__main__":
