@@ -13,7 +13,8 @@ one of two ways:
 Program (head, partition) writes its partition's (out, lse); a torch log-sum-exp merge
 combines them (not timed: the engine's kernel merges in-kernel, ~3-4 us at these sizes).
 
-    python3 scripts/proto_mha_dp4a.py [--seqs 4161,16513] [--parts 16,33,66] [--heads 32]
+    python3 scripts/proto_mha_dp4a.py [--seqs 4161,16513] [--parts 16,33,66] [--bns 32,64,128]
+        [--warps 4,8] [--stages 0,2] [--heads 32]
 
 Prints us per launch, GB/s of KV read and the error against the engine's output. JSON lines to
 $OUT/proto_mha_dp4a.jsonl. On a CPU (`TRITON_INTERPRET=1`) `--check` runs a small case.
@@ -217,31 +218,20 @@ def run_seq(
     us = timed(lambda i: engine(q, kc, vc, ks, vs, tables[i], seq, scale))
     rec(kind="engine", us=round(us, 2), gbs=round(one / us / 1e3))
     for pv, bn, parts, w, st in itertools.product((0, 1), bns, parts_list, warps, stages):
-        if True:
-            if True:
-                try:
-                    got = merge(
-                        *proto(q, kc, vc, ks, vs, tables[0], seq, scale, parts, pv, bn, w, st)
-                    )
-                except Exception as e:  # noqa: BLE001
-                    rec(
-                        kind=f"pv{pv}",
-                        bn=bn,
-                        parts=parts,
-                        warps=w,
-                        stages=st,
-                        error=str(e).splitlines()[0][:160],
-                    )
-                    continue
-                err = ((got - want).norm() / want.norm()).item()
+        cfg = dict(kind=f"pv{pv}", bn=bn, parts=parts, warps=w, stages=st)
+        try:
+            got = merge(*proto(q, kc, vc, ks, vs, tables[0], seq, scale, parts, pv, bn, w, st))
+        except Exception as e:  # noqa: BLE001 (a config that does not compile: say so, go on)
+            rec(**cfg, error=str(e).splitlines()[0][:160])
+            continue
+        err = ((got - want).norm() / want.norm()).item()
 
-                def one_call(i: int, pv: int = pv, bn: int = bn, parts: int = parts, w: int = w,
-                             st: int = st) -> None:  # fmt: skip
-                    proto(q, kc, vc, ks, vs, tables[i], seq, scale, parts, pv, bn, w, st)
+        def one_call(i: int, pv: int = pv, bn: int = bn, parts: int = parts, w: int = w,
+                     st: int = st) -> None:  # fmt: skip
+            proto(q, kc, vc, ks, vs, tables[i], seq, scale, parts, pv, bn, w, st)
 
-                us = timed(one_call)
-                rec(kind=f"pv{pv}", bn=bn, parts=parts, warps=w, stages=st, us=round(us, 2),
-                    gbs=round(one / us / 1e3), rel_err=float(f"{err:.2e}"))  # fmt: skip
+        us = timed(one_call)
+        rec(**cfg, us=round(us, 2), gbs=round(one / us / 1e3), rel_err=float(f"{err:.2e}"))
 
 
 def main() -> None:
