@@ -27,7 +27,6 @@ import itertools
 import json
 import math
 import os
-import sys
 
 import torch
 import triton
@@ -37,8 +36,6 @@ from localllm.kernels.attention import paged_triton as pt
 from localllm.kernels.attention.paged_triton_kernels import _widen
 from localllm.kernels.device import interpreting
 from localllm.kernels.quant.dp4a_ops_triton import dp4a
-
-sys.path.insert(0, os.path.dirname(__file__))
 
 COLD_BYTES = 256 << 20  # KV copies cycled per replay: several times an H200's 50 MB L2
 
@@ -122,7 +119,7 @@ def proto(
     warps: int = 4,
     stages: int | None = None,
 ):  # noqa: ANN001, ANN201
-    """q [1, H, D] -> ([H, D] fp32 merged output, out_p, lse_p)."""
+    """q [1, H, D] -> (out_p [H, P, D] fp32, lse_p [H, P] log2 units) of each partition."""
     _, h, d = q.shape
     part_len = triton.cdiv(triton.cdiv(seq, parts), bn) * bn
     parts = triton.cdiv(seq, part_len)
@@ -156,7 +153,7 @@ def inputs(seq: int, h: int, d: int, copies: int, device: str, block: int = 16):
     return q, kc, vc, ks, vs, tables
 
 
-_STEP: dict = {}  # device -> (cu_seqlens, seq_lens) of one sequence (made outside graph capture)
+_STEP: dict = {}  # (device, seq) -> (cu_seqlens, seq_lens): made once, outside graph capture
 
 
 def engine(q, kc, vc, ks, vs, table, seq: int, scale: float, parts: int | None = None):  # noqa: ANN001, ANN201
