@@ -27,6 +27,7 @@ import itertools
 import json
 import math
 import os
+import sys
 
 import torch
 import triton
@@ -37,7 +38,9 @@ from localllm.kernels.attention.paged_triton_kernels import _widen
 from localllm.kernels.device import interpreting
 from localllm.kernels.quant.dp4a_ops_triton import dp4a
 
-COLD_BYTES = 256 << 20  # KV copies cycled per replay: several times an H200's 50 MB L2
+sys.path.insert(0, os.path.dirname(__file__))
+from ab_attention import COLD_BYTES  # noqa: E402
+from bench_attention import kv_token_bytes  # noqa: E402
 
 
 @triton.jit
@@ -192,7 +195,7 @@ def run_seq(
     """Time the engine and every prototype variant at one context length."""
     from triton.testing import do_bench_cudagraph
 
-    one = 2 * h * (d + 4) * seq  # K and V bytes with their fp32 scales
+    one = kv_token_bytes(h, d, torch.int8) * seq  # K and V with their fp32 scales
     copies = max(2, min(64, COLD_BYTES // one))
     q, kc, vc, ks, vs, tables = inputs(seq, h, d, copies, "cuda")
     scale = d**-0.5
