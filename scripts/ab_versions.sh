@@ -11,6 +11,10 @@
 #   bash scripts/ab_versions.sh 1 python3 -m localllm.cli bench --model llama3-8b-q4_k_m -p 0 -n 128
 # COMMAND runs from the scratch folder of scripts/device_setup.sh; quote '$AB_TAG' to have it
 # expanded per run. Output: COMMAND's, each run headed by "=== TAG round R".
+# AB_WARMUP=1: run COMMAND once first under the new package, its output dropped ($AB_TAG
+# "warmup"): on a fresh machine the first run may pay Triton's compiles and the synthetic
+# models' writing (in session 28 an old round run first read less than half the new round's
+# plain decode speed: BENCHMARKS).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" = "--pack" ]; then
@@ -34,6 +38,10 @@ NEW_PP=$PYTHONPATH
 OLD_PP=${PYTHONPATH//\/tmp\/pkg/\/tmp\/pkg_old}
 echo "old: $(cat "$R/.carry/old/REV" 2>/dev/null || echo '?'), new: ${LOCALLLM_GIT_COMMIT:-working tree}"
 status=0
+if [ "${AB_WARMUP:-0}" = 1 ]; then
+  echo "=== warmup (output dropped)"
+  AB_TAG=warmup AB_ROUND=0 PYTHONPATH=$NEW_PP bash -c "$*" > /dev/null 2>&1 || echo "warmup run failed"
+fi
 for round in $(seq 1 "$rounds"); do
   for tag in old new; do
     if [ "$tag" = old ]; then pp=$OLD_PP; else pp=$NEW_PP; fi
