@@ -3,8 +3,9 @@ verify step (k = 4) of pycode-22m with `early_launch.patch`'s early launch on an
 process, against a plain decode step, two rounds.
 
 Here: git apply benchmarks/session28/early_launch.patch (it needs the patch: `_launchable`,
-`steps_early`). There: source scripts/device_setup.sh; python3 "$R"/benchmarks/session28/
-early_launch_probe.py
+`steps_early`). There: source scripts/device_setup.sh; python3
+"$LOCALLLM_REPO"/benchmarks/session28/early_launch_probe.py (or early_launch_next.sh, which
+runs it)
 """
 
 from __future__ import annotations
