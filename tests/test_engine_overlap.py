@@ -185,10 +185,126 @@ def test_speculation_beside_overlap() -> None:
         p = eng_on.encode_prompt(text)
         assert _run(eng_on, [p], [sp]) == _run(eng_off, [p], [sp])
     on, off = eng_on.stats, eng_off.stats
-    assert on.spec_accepted > 0 and on.steps_ahead > 0, on
+    assert on.spec_accepted > 0 and on.steps_ahead > 0 and on.steps_early > 0, on
+    assert off.steps_early == 0
     assert on.spec_accepted >= 0.95 * off.spec_accepted, (on.spec_accepted, off.spec_accepted)
     assert on.steps <= 1.05 * off.steps, (on.steps, off.steps)
     assert _blocks_back(eng_on)
+
+
+@pytest.fixture(scope="module")
+def code_engines() -> tuple[LLMEngine, LLMEngine]:
+    """pycode-22m with speculation (k = 4), overlap on and off."""
+    model = ("models", "pycode-22m-q4_k_m.gguf")
+    return _engine("on", spec=4, model=model), _engine("off", spec=4, model=model)
+
+
+def _code_prompts(eng: LLMEngine, n: int) -> list[list[int]]:
+    from localllm.bench.spec_prompts import code_prompts
+
+    return [eng.encode_prompt(text) for _, text in code_prompts()[:n]]
+
+
+def test_verify_steps_launch_before_their_events(code_engines) -> None:
+    """A verify step's successor is launched once its tokens are taken, before its events
+    are made (`LLMEngine._launchable`): stop ids and max_tokens inside an accepted run keep
+    the step serial, a stop string found while making the events ends its sequence with the
+    next step in flight (dropped). Output, text and finish reasons are those of overlap off;
+    no blocks leak."""
+    on, off = code_engines
+    prompts = _code_prompts(on, 4)
+    free = [SamplingParams(max_tokens=40, temperature=0.0, ignore_eos=True)] * 4
+    ref = _run(off, prompts, free)
+    params = [
+        SamplingParams(max_tokens=40, temperature=0.0, stop_token_ids=[ref[0][0][17]]),
+        SamplingParams(max_tokens=40, temperature=0.0, stop=[ref[1][1][30:34]]),
+        SamplingParams(max_tokens=23, temperature=0.0, ignore_eos=True),  # ends mid-run
+        SamplingParams(max_tokens=40, temperature=0.0, stop=["\n\n\n\n\n"]),  # never
+    ]
+    early = on.stats.steps_early
+    for p, sp in zip(prompts, params):  # batch 1: verify steps back to back
+        got, want = _run(on, [p], [sp]), _run(off, [p], [sp])
+        assert got == want
+    assert on.stats.steps_early > early
+    assert _run(on, prompts, params) == _run(off, prompts, params)  # and as one batch
+    assert _blocks_back(on) and _blocks_back(off)
+
+
+def test_sampled_and_logprobs_verify_steps_launch_early(code_engines) -> None:
+    """Sampled verify steps (seeded: the same draws on and off) and rows with logprobs (the
+    host makes them; such a batch never chains) launch early with the same tokens,
+    logprobs and text."""
+    on, off = code_engines
+    prompts = _code_prompts(on, 3)
+    params = [
+        SamplingParams(max_tokens=32, temperature=0.8, seed=5, ignore_eos=True),
+        SamplingParams(max_tokens=32, temperature=0.0, logprobs=2, ignore_eos=True),
+        SamplingParams(max_tokens=32, temperature=0.6, top_k=20, seed=9, ignore_eos=True),
+    ]
+    early = on.stats.steps_early
+    for p, sp in zip(prompts, params):
+        rid = on.add_request(p, sp)
+        rid_off = off.add_request(p, sp)
+        got = _events(on, rid)
+        want = _events(off, rid_off)
+        assert got == want
+    assert on.stats.steps_early > early
+
+
+def _events(eng: LLMEngine, rid: str) -> list[tuple]:
+    """(ids, text, logprobs, finish reason) of each event of one request."""
+    out = []
+    while eng.has_work():
+        for ev in eng.step():
+            assert ev.request_id == rid
+            lps = [(lp.token_id, round(lp.logprob, 4)) for lp in ev.logprobs or []]
+            out.append((ev.token_ids, ev.text, lps, ev.finish_reason))
+    return out
+
+
+def test_launchable_rule(code_engines) -> None:
+    """Nothing launches early while a request waits for admission, after a step in which a
+    sequence takes its first token, a stop id or reaches max_tokens, nor beside a sequence
+    whose grammar consumes the step's tokens."""
+    from types import SimpleNamespace
+
+    from localllm.structured.spec import ConstraintSpec
+
+    on, _ = code_engines
+    p = _code_prompts(on, 1)[0]
+    rid = on.add_request(p, SamplingParams(max_tokens=30, temperature=0.0, ignore_eos=True))
+    while not any(not s.in_prefill for s in on.scheduler.running):
+        on.step()
+    seq = on.scheduler.running[0]
+    st = on.requests[rid]
+    batch = SimpleNamespace(items=[SimpleNamespace(seq=seq, is_decode=True)])
+    taken = {seq.seq_id: [seq.token_ids[-1]]}  # the step's tokens
+    assert on._launchable(batch, taken)
+    first = SimpleNamespace(items=[SimpleNamespace(seq=seq, is_decode=False)])
+    assert not on._launchable(first, taken)  # a prompt's last chunk: its first token
+    late = on.add_request([1, 2, 3], SamplingParams(max_tokens=2))
+    assert not on._launchable(batch, taken)  # someone waits
+    on.abort(late)
+    assert on._launchable(batch, taken)
+    ids = st.stop_ids
+    st.stop_ids = ids | {seq.token_ids[-1]}
+    assert not on._launchable(batch, taken)  # it takes a stop id
+    st.stop_ids = ids
+    params = seq.params
+    seq.params = SamplingParams(max_tokens=seq.num_output, temperature=0.0)
+    assert not on._launchable(batch, taken)  # it reached max_tokens
+    seq.params = params
+    g = on.add_request(
+        p, SamplingParams(max_tokens=4, constraint=ConstraintSpec.grammar("[a-z]+", kind="regex"))
+    )
+    while on.scheduler.waiting:
+        on.step()
+    assert not on._launchable(batch, taken)  # a grammar runs beside it
+    on.abort(g)
+    on.abort(rid)
+    while on.has_work():
+        on.step()
+    assert _blocks_back(on)
 
 
 def test_quiet_needs_proposals_without_drafts() -> None:

@@ -62,6 +62,7 @@ class _Launched:
     t0: float  # when it was scheduled
     masks: Future[MaskJob] | None = None  # grammar masks being computed for it
     ids: HostIds | None = None  # each item's token, drawn on the device, on its way to the host
+    proposed: bool = False  # launched by `_launch`: the speculator proposed for it just before
 
 
 def _running(
@@ -259,15 +260,25 @@ class LLMEngine:
     @torch.inference_mode()
     def step(self) -> list[TokenEvent]:
         """Schedule and run one step and return its events. With step overlap (overlap.py)
-        the next decode step may already be on the device when this returns; the next call
+        the next step may already be on the device when this returns; the next call
         finishes it."""
         if self.closed:
             return []
         if self._ahead is not None:
             cur, self._ahead = self._ahead, None
             if self.overlap and chainable(cur.batch):
-                self._ahead = self._launch_ahead(cur, check_drafts=True)
+                self._ahead = self._launch_ahead(cur, check_drafts=not cur.proposed)
             return self._finish(cur)
+        launched, events = self._launch()
+        if launched is None:
+            return events
+        return events + self._finish(launched)
+
+    def _launch(self, ahead_too: bool = True) -> tuple[_Launched | None, list[TokenEvent]]:
+        """Propose, schedule and launch a step: (the step, or None when nothing was
+        scheduled; the events of sequences the scheduler ended). A plain decode step that can
+        chain (overlap.chainable) is run with its argmax, and with ahead_too its successor is
+        launched ahead now."""
         decoding = [s for s in self.scheduler.running if not s.in_prefill]
         self.speculator.propose(decoding)
         self.guided.cut_drafts(decoding)  # a draft token the grammar refuses is never verified
@@ -275,7 +286,7 @@ class LLMEngine:
         ended = [self._end_by_scheduler(seq) for seq in batch.finished]
         events = [ev for ev in ended if ev is not None]
         if not batch.items:
-            return events
+            return None, events
         t0 = time.perf_counter()
         # grammar masks fill on a worker thread while the forward runs on the device
         masks = self.guided.start_masks(
@@ -283,10 +294,10 @@ class LLMEngine:
         )
         chain = self.overlap and chainable(batch)
         out = self.runner.execute(batch, greedy=chain)
-        cur = _Launched(batch, out, t0, masks)
-        if chain:  # propose() has just run for these sequences and found no drafts
+        cur = _Launched(batch, out, t0, masks, proposed=True)
+        if chain and ahead_too:  # propose() has just run for them and found no drafts
             self._ahead = self._launch_ahead(cur, check_drafts=False)
-        return events + self._finish(cur)
+        return cur, events
 
     def _launch_ahead(self, cur: _Launched, check_drafts: bool) -> _Launched | None:
         """Launch the decode step after `cur` (still on the device; overlap.chainable: the
@@ -308,8 +319,50 @@ class LLMEngine:
         return _Launched(nxt, nxt_out, time.perf_counter())
 
     def _finish(self, cur: _Launched) -> list[TokenEvent]:
+        """Wait for a launched step's tokens and apply them (`_settle`), then make its events
+        (`_postprocess`). With step overlap, when nothing those events decide can change the
+        next step (`_launchable`), the next step is launched in between: its forward
+        runs while the host detokenizes, checks stops and hands out this step's events."""
+        batch, accepted = self._settle(cur)
+        ended: list[TokenEvent] = []  # none: `_launchable` leaves the scheduler none to end
+        if self._ahead is None and self.overlap and self._launchable(batch, accepted):
+            nxt, ended = self._launch(ahead_too=False)
+            if nxt is not None:
+                self._ahead = nxt
+                self.stats.steps_early += 1
+        return self._postprocess(batch, accepted) + ended
+
+    def _launchable(self, batch: ScheduledBatch, accepted: dict[int, list[int]]) -> bool:
+        """Whether the step after `batch` may be launched before batch's events are made:
+        nobody is waiting (admission would see the blocks of sequences those events end), no
+        running sequence follows a grammar (its masks need the tokens consumed) or is one the
+        scheduler would end, and none of batch's sequences takes its first token (its event
+        goes out at once: time to first token), a stop id or reaches max_tokens in these
+        tokens. A stop string found while making the events ends its
+        sequence with the next step in flight: that sequence's rows of it are dropped, as
+        with a step launched ahead (overlap.py)."""
+        sched = self.scheduler
+        if sched.waiting:
+            return False
+        for seq in sched.running:
+            if seq.seq_id in self.guided or sched.never_fits(seq):
+                return False
+        for it in batch.items:
+            seq = it.seq
+            new = accepted.get(seq.seq_id)
+            st = self.requests.get(seq.request_id)
+            if not new or st is None or seq.status is not SeqStatus.RUNNING:
+                continue
+            if not it.is_decode:  # a first token: its event goes out first (TTFT)
+                return False
+            if seq.num_output >= seq.params.max_tokens or any(t in st.stop_ids for t in new):
+                return False
+        return True
+
+    def _settle(self, cur: _Launched) -> tuple[ScheduledBatch, dict[int, list[int]]]:
         """Wait for a launched step's tokens and apply them: sampling, acceptance, sequence
-        updates, events. Sequences finished or aborted since its launch are skipped."""
+        updates. Sequences finished or aborted since its launch are skipped. Returns the batch
+        that ran (without those) and each sequence's new tokens."""
         batch, out = cur.batch, cur.out
         if cur.ids is not None:  # its tokens were drawn on the device (step overlap)
             taken = taken_from_ids(batch, cur.ids)
@@ -329,7 +382,7 @@ class LLMEngine:
         self.scheduler.update(batch, accepted)
         self.stats.record_step(time.perf_counter() - cur.t0)
         self.stats.preemptions = self.scheduler.num_preemptions
-        return self._postprocess(batch, accepted)
+        return batch, accepted
 
     def _end_by_scheduler(self, seq: SequenceState) -> TokenEvent | None:
         """A sequence the scheduler finished itself (context full): flush its text."""

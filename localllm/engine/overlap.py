@@ -20,6 +20,14 @@ rows in the same calls as without overlap, so it draws the same random numbers (
 not) and output is token-identical, as far as the logits are: a dropped row changes the batch
 of one step, which on a GPU may move the last bits of the other rows' logits.
 
+A step that cannot chain (a verify step: the host takes its accepted drafts; rows with
+logprobs) still hides part of the host's work: once its tokens are taken and the sequences
+updated, the next step is proposed, scheduled and launched, and only then are the taken step's
+events made (detokenize, stop strings, the events themselves) while the new one runs
+(`LLMEngine._launchable` says when: nobody waiting, no grammar, no first token, stop id or
+max_tokens among the step's tokens; a stop string found then drops its sequence's rows of the
+step in flight, as above).
+
 Pure Python: the rule `chainable`, used by LLMEngine; Scheduler.schedule_ahead builds step
 N+1 and ModelRunner.execute(ids_from=...) launches it.
 """

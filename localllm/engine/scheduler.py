@@ -122,7 +122,7 @@ class Scheduler:
         """Schedule one running seq (a prefill within its `_allowed` share); new budget. When
         blocks are short, first shrink the work to what fits (fewer drafts, a smaller prefill
         chunk), then preempt the newest running seq."""
-        if self._never_fits(seq):
+        if self.never_fits(seq):
             self.finish(seq, "length")
             batch.finished.append(seq)
             return budget
@@ -151,7 +151,7 @@ class Scheduler:
         bm = self.block_manager
         while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
             seq = self.waiting[0]
-            if self._never_fits(seq):
+            if self.never_fits(seq):
                 self.finish(seq, "length")
                 batch.finished.append(seq)
                 continue
@@ -198,7 +198,7 @@ class Scheduler:
         blocks = len(seq.block_table) + bm.num_free_blocks
         return blocks * bm.block_size - seq.num_computed
 
-    def _never_fits(self, seq: SequenceState) -> bool:
+    def never_fits(self, seq: SequenceState) -> bool:
         """True when seq's tokens alone need more blocks than the whole pool has."""
         bm = self.block_manager
         return cdiv(seq.num_tokens, bm.block_size) > bm.num_blocks

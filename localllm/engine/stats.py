@@ -45,6 +45,7 @@ class EngineStats:
     spec_proposed: int = 0
     spec_accepted: int = 0
     steps_ahead: int = 0  # decode steps launched before the previous step's tokens were taken
+    steps_early: int = 0  # steps launched before the previous step's events were made
     last: dict = field(default_factory=dict)  # stats of the most recently finished request
 
     def record_step(self, seconds: float) -> None:
@@ -85,6 +86,7 @@ class EngineSnapshot:
     preemptions: int
     steps: int
     steps_ahead: int  # decode steps launched before the previous step's tokens were taken
+    steps_early: int  # steps launched before the previous step's events were made
     requests_received: int
     requests_finished: int
     requests_aborted: int
@@ -105,6 +107,7 @@ class EngineSnapshot:
             preemptions=s.preemptions,
             steps=s.steps,
             steps_ahead=s.steps_ahead,
+            steps_early=s.steps_early,
             requests_received=s.requests_received,
             requests_finished=s.requests_finished,
             requests_aborted=s.requests_aborted,

@@ -135,6 +135,11 @@ _COUNTERS = [
         "engine_steps_ahead",
         "Decode steps launched before the previous step's tokens reached the host (step overlap)",
     ),
+    (
+        "steps_early",
+        "engine_steps_early",
+        "Steps launched before the previous step's events were made (step overlap)",
+    ),
     ("requests_aborted", "engine_aborted_requests", "Requests aborted (client gone ...)"),
 ]
 

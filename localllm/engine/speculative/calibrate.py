@@ -65,17 +65,20 @@ def step_seconds(engine: LLMEngine, batch: int, k: int, steps: int, context: int
     prompts = [[rng.randrange(3, V) for _ in range(context)] for _ in range(batch)]
     n = _decode_tokens(steps, warmup, k)
     params = SamplingParams(max_tokens=n, temperature=0.0, ignore_eos=True, spec_tokens=0)
-    ids = [engine.add_request(p, params) for p in prompts]
-    while any(s.in_prefill for s in engine.scheduler.running) or engine.scheduler.waiting:
-        engine.step()
     real = engine.speculator.propose
 
     def forced(decodes) -> None:
         for s in decodes:
             s.draft_ids = [3] * k
 
+    # forced from the prefill on: with step overlap the first decode step is launched as the
+    # prefill's last chunk is taken, and a plain step it launched would chain on (k = 0
+    # requests are always quiet), never proposing again
     engine.speculator.propose = forced  # type: ignore[method-assign]
+    ids = [engine.add_request(p, params) for p in prompts]
     try:
+        while any(s.in_prefill for s in engine.scheduler.running) or engine.scheduler.waiting:
+            engine.step()
         for _ in range(warmup):
             engine.step()
         sync(engine)
