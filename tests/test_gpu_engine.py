@@ -292,3 +292,16 @@ def test_prefill_graph_for_whole_prompts(testdata, n_prompt):
     assert sizes == [128, 256, 512, 1024, 2048]
     assert replays["prefill"] == 1
     assert _first_divergence(graphed, eager) >= 24
+
+
+def test_current_stream_follows_the_stream_context():
+    """device.current_stream (kept Stream objects, for events on the step path) is the stream
+    torch.cuda.current_stream gives, inside and after a stream context."""
+    from localllm.device import current_stream
+
+    i = torch.cuda.current_device()
+    assert current_stream(i) == torch.cuda.current_stream(i)
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        assert current_stream(i) == side == torch.cuda.current_stream(i)
+    assert current_stream(i) == torch.cuda.current_stream(i) != side

@@ -184,7 +184,8 @@ def test_ids_taken_on_the_device_match_staged_ids(eng: LLMEngine) -> None:
     batch = eng.scheduler.schedule()
     assert all(it.num_tokens == 1 for it in batch.items)
     ids = torch.tensor([it.token_ids[0] for it in batch.items], dtype=torch.int64)
-    key = GraphKey(4, 0)
+    key = GraphKey(8, 0)  # the sequences of the tests before are still running
+    assert len(batch.items) <= key.b
     r = eng.runner
     buf = StepBuffers.allocate(64, 8, r.max_blocks_per_seq, r.device)
     fb = buf.forward_batch(key, r.max_model_len)
@@ -200,3 +201,90 @@ def test_ids_taken_on_the_device_match_staged_ids(eng: LLMEngine) -> None:
             want = logits
     torch.testing.assert_close(logits, want)
     eng.scheduler.update(batch, {it.seq.seq_id: [1] for it in batch.items})
+
+
+class _Item:
+    """A ScheduledSeq's fields that staging reads."""
+
+    def __init__(self, tokens: list[int], table: list[int], start: int, n: int, drafts: list[int],
+                 needs_logits: bool = True) -> None:  # fmt: skip
+        self.seq = type("Seq", (), {"token_ids": tokens, "block_table": table})()
+        self.start, self.num_tokens, self.draft_ids = start, n, drafts
+        self.needs_logits = needs_logits
+
+    @property
+    def token_ids(self) -> list[int]:
+        return (
+            self.seq.token_ids[self.start : self.start + self.num_tokens - len(self.draft_ids)]
+            + self.draft_ids
+        )
+
+
+def _decode(ctx: int, drafts: list[int], first_block: int) -> _Item:
+    table = list(range(first_block, first_block + (ctx + len(drafts)) // 16 + 1))
+    return _Item(list(range(1000, 1000 + ctx)), table, ctx - 1, 1 + len(drafts), drafts)
+
+
+@pytest.mark.parametrize(
+    "key, decodes, chunk",
+    [
+        (GraphKey(1, 0, 5), [_decode(700, [1, 2, 3, 4], 3)], None),
+        (GraphKey(1, 0, 1), [_decode(70, [], 3)], None),
+        (
+            GraphKey(4, 0, 5),
+            [_decode(70, [1, 2, 3, 4], 3), _decode(50, [], 9), _decode(60, [7], 20)],
+            None,
+        ),
+        (GraphKey(8, 0, 1), [_decode(30 + i, [], 10 * i) for i in range(5)], None),
+        (
+            GraphKey(2, 32, 1),
+            [_decode(30, [], 1)],
+            _Item(list(range(90)), list(range(40, 46)), 64, 20, []),
+        ),
+        (GraphKey(0, 32, 1), [], _Item(list(range(90)), list(range(40, 46)), 32, 32, [], False)),
+    ],
+)
+def test_staged_inputs_follow_the_layout(key: GraphKey, decodes: list, chunk: Any) -> None:
+    """Each field of a staged step, row by row, against the layout the module describes:
+    decode i's tokens in the last rows of its slot of w, the chunk in the last rows after the
+    slots, padding rows id 0 / position 0 / slot -1, padding sequences length 0, stale contents
+    of the host buffer overwritten; with feed_ids=False no decode id is written."""
+    bs, M, B = 16, 8, 64
+    buf = StepBuffers.allocate(128, M, B, torch.device("cpu"))
+    for feed in (True, False):
+        buf.host.fill_(0x5A)  # stale bytes from an earlier step
+        h = buf.host_np
+        n, rows = buf.stage(key, decodes, chunk, bs, feed_ids=feed)
+        b, c, w = key
+        T, S = key.tokens, key.seqs
+        ids, pos, slots, lens = [0] * T, [0] * T, [-1] * T, [0] * S
+        tables = [[0] * B for _ in range(S)]
+        want_rows = []
+        items = [(i, (i + 1) * w - it.num_tokens, it) for i, it in enumerate(decodes)]
+        if chunk is not None:
+            items.append((b, b * w + c - chunk.num_tokens, chunk))
+        for s, r0, it in items:
+            for j in range(it.num_tokens):
+                q = it.start + j
+                fed = feed or it is chunk
+                ids[r0 + j] = it.token_ids[j] if fed else 0
+                pos[r0 + j] = q
+                slots[r0 + j] = it.seq.block_table[q // bs] * bs + q % bs
+            lens[s] = it.start + it.num_tokens
+            tables[s][: len(it.seq.block_table)] = it.seq.block_table
+            if it is chunk:
+                want_rows.append((b * w, 1) if it.needs_logits else (0, 0))
+            else:
+                want_rows.append((r0, it.num_tokens))
+        assert rows == want_rows
+        assert n == buf.tables_offset + S * B * 4
+        assert h["ids"][:T].tolist() == ids
+        assert h["pos"][:T].tolist() == pos
+        assert h["slots"][:T].tolist() == slots
+        assert h["seq_lens"][:S].tolist() == lens
+        assert h["tables"][:S].tolist() == tables
+        assert h["cu"][: b + 1].tolist() == [i * w for i in range(b + 1)]
+        assert h["rows"][: b * w].tolist() == list(range(b * w))
+        if c:
+            assert h["cu"][b + 1] == T and h["rows"][b * w] == T - 1
+        buf.upload(n)

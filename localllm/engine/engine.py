@@ -63,6 +63,9 @@ class _Launched:
     masks: Future[MaskJob] | None = None  # grammar masks being computed for it
     ids: HostIds | None = None  # each item's token, drawn on the device, on its way to the host
     proposed: bool = False  # launched by `_launch`: the speculator proposed for it just before
+    # the argmax ids' copy to the host, started at launch (off the path from one step's tokens
+    # to the next launch): a step without grammar masks whose rows may take them
+    greedy_ids: HostIds | None = None
 
 
 def _running(
@@ -74,6 +77,11 @@ def _running(
     if len(keep) == len(batch.items):
         return batch, rows
     return ScheduledBatch([batch.items[i] for i in keep]), [rows[i] for i in keep]
+
+
+def _takes_argmax(batch: ScheduledBatch) -> bool:
+    """Whether some item of batch may take its tokens from the device's argmax."""
+    return any(it.needs_logits and it.seq.params.argmax_on_device for it in batch.items)
 
 
 @dataclass
@@ -295,6 +303,8 @@ class LLMEngine:
         chain = self.overlap and chainable(batch)
         out = self.runner.execute(batch, greedy=chain)
         cur = _Launched(batch, out, t0, masks, proposed=True)
+        if not chain and masks is None and out.greedy is not None and _takes_argmax(batch):
+            cur.greedy_ids = HostIds(out.greedy)
         if chain and ahead_too:  # propose() has just run for them and found no drafts
             self._ahead = self._launch_ahead(cur, check_drafts=False)
         return cur, events
@@ -376,7 +386,7 @@ class LLMEngine:
             # masks the constrained rows on the device; their argmax joins the greedy ids
             rows_with_logits = [r for r in out.rows if r[1]]
             greedy = self.guided.apply(cur.masks, out.logits, rows_with_logits, out.greedy)
-            taken = sample_step(self.sampler, batch, out.logits, out.rows, greedy)
+            taken = sample_step(self.sampler, batch, out.logits, out.rows, greedy, cur.greedy_ids)
         self._take(batch, taken)
         accepted = taken.accepted
         self.scheduler.update(batch, accepted)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 import torch
 
+from localllm.device import current_stream
 from localllm.model.batch import ForwardBatch
 
 if TYPE_CHECKING:
@@ -71,6 +72,14 @@ class StepBuffers:
     _turn: int = field(default=0, init=False)  # the staging buffer the next step fills
     # per staging buffer: an event after its last copy to the device (CUDA only)
     _copied: list[torch.cuda.Event | None] = field(default_factory=lambda: [None, None], init=False)
+    # per graph key: its cu_seqlens_q and decode logits rows, which never change
+    _cu_rows: dict[GraphKey, tuple[np.ndarray, np.ndarray]] = field(
+        default_factory=dict, init=False
+    )
+    # (staging buffer, bytes) -> (device, host) slices that `upload` copies
+    _views: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = field(
+        default_factory=dict, init=False
+    )
 
     @property
     def host(self) -> torch.Tensor:
@@ -104,10 +113,13 @@ class StepBuffers:
     def upload(self, n: int) -> None:
         """Copy the first n staged bytes to the device (in stream order, without waiting) and
         hand staging to the other host buffer."""
-        self.dev[:n].copy_(self.host[:n], non_blocking=True)
+        views = self._views.get((self._turn, n))
+        if views is None:  # one size per graph key: kept, as slicing costs a microsecond
+            views = self._views[self._turn, n] = (self.dev[:n], self.host[:n])
+        views[0].copy_(views[1], non_blocking=True)
         if self.dev.is_cuda:
             ev = self._copied[self._turn] or torch.cuda.Event()
-            ev.record()
+            ev.record(current_stream(self.dev.device.index))
             self._copied[self._turn] = ev
         self._turn ^= 1
 
@@ -144,42 +156,56 @@ class StepBuffers:
         """Fill the host buffer for graph `key` (bs: KV block size): (bytes of it to copy, each
         decode's then the chunk's (first logits row, rows)). feed_ids=False leaves the token ids
         0: a step launched ahead (engine/overlap.py) copies them on the device from the step
-        before, whose tokens the host does not know yet."""
+        before, whose tokens the host does not know yet.
+
+        The decode rows are built as Python lists and written with one numpy assignment per
+        field: a batch-1 verify step's staging is on the host's path between two steps, where
+        each numpy call on a handful of elements costs about a microsecond."""
         done = self._copied[self._turn]
         if done is not None:  # this buffer's previous copy has left it (it almost always has)
             done.synchronize()
         h = self.host_np
         b, c, w = key
-        T, n_seq = key.tokens, key.seqs
-        ids, pos, slots, rows = h["ids"], h["pos"], h["slots"], h["rows"]
-        lens, cu, tables = h["seq_lens"], h["cu"], h["tables"][:n_seq]
-        ids[:T], pos[:T], slots[:T], lens[:n_seq], tables[:] = 0, 0, -1, 0, 0
-        cu[: b + 1] = np.arange(b + 1) * w
-        rows[: b * w] = np.arange(b * w)
+        n_seq, nd = key.seqs, b * w  # sequences; decode rows
+        assert len(decodes) <= b, f"{len(decodes)} decodes staged in a graph of {b} slots"
+        ids, pos, slots = [0] * nd, [0] * nd, [-1] * nd
+        lens = [0] * n_seq
+        tables = h["tables"][:n_seq]
+        tables[:] = 0
         out = []
         for i, it in enumerate(decodes):
             n = 1 + len(it.draft_ids)
-            r0 = (i + 1) * w - n
-            self._place(it, r0, n, bs, i, feed_ids)
+            r0, p, table = (i + 1) * w - n, it.start, it.seq.block_table
+            if feed_ids:
+                ids[r0 : r0 + n] = it.token_ids
+            pos[r0 : r0 + n] = range(p, p + n)
+            slots[r0 : r0 + n] = [table[q // bs] * bs + q % bs for q in range(p, p + n)]
+            lens[i] = p + n
+            tables[i, : len(table)] = table
             out.append((r0, n))
+        h["ids"][:nd], h["pos"][:nd], h["slots"][:nd] = ids, pos, slots
+        cu_rows = self._cu_rows.get(key)
+        if cu_rows is None:
+            cu_rows = self._cu_rows[key] = (np.arange(b + 1) * w, np.arange(nd))
+        h["cu"][: b + 1], h["rows"][:nd] = cu_rows
         if c:
-            cu[b + 1] = b * w + c
-            rows[b * w] = b * w + c - 1
+            T = nd + c
+            h["ids"][nd:T], h["pos"][nd:T], h["slots"][nd:T] = 0, 0, -1
+            h["cu"][b + 1] = T
+            h["rows"][nd] = T - 1
             if chunk is not None:
-                self._place(chunk, b * w + c - chunk.num_tokens, chunk.num_tokens, bs, b)
-                out.append((b * w, 1) if chunk.needs_logits else (0, 0))
+                self._place(chunk, T - chunk.num_tokens, chunk.num_tokens, bs, b)
+                lens[b] = chunk.start + chunk.num_tokens
+                out.append((nd, 1) if chunk.needs_logits else (0, 0))
+        h["seq_lens"][:n_seq] = lens
         return self.tables_offset + n_seq * self.table_bytes, out
 
-    def _place(
-        self, it: ScheduledSeq, r0: int, n: int, bs: int, s: int, feed_ids: bool = True
-    ) -> None:
-        """Tokens of item `it` in rows r0..r0+n-1, as sequence s of the graph."""
+    def _place(self, it: ScheduledSeq, r0: int, n: int, bs: int, s: int) -> None:
+        """The tokens of prefill chunk `it` in rows r0..r0+n-1, as sequence s of the graph."""
         h, seq, p = self.host_np, it.seq, it.start
-        if feed_ids:
-            h["ids"][r0 : r0 + n] = it.token_ids
+        h["ids"][r0 : r0 + n] = it.token_ids
         q = np.arange(p, p + n)
         h["pos"][r0 : r0 + n] = q
         table = np.asarray(seq.block_table, dtype=np.int64)
         h["slots"][r0 : r0 + n] = table[q // bs] * bs + q % bs
-        h["seq_lens"][s] = p + n
         h["tables"][s, : len(table)] = table

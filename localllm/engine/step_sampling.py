@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import torch
 
 from localllm.core import SequenceState
+from localllm.device import current_stream
 from localllm.engine.sampler import Sampler, SamplingRow
 from localllm.engine.scheduler_types import ScheduledBatch
 from localllm.engine.speculative.verify import Logprob, VerifyItem, verify, verify_greedy
@@ -38,9 +39,11 @@ def sample_step(
     logits: torch.Tensor,  # [S, V] the logits rows of the step (grammar masks applied)
     rows: list[tuple[int, int]],  # per batch item: (first row, number of rows)
     greedy: torch.Tensor | None = None,  # [>= S] argmax of each row as it stands, or None
+    greedy_ids: HostIds | None = None,  # greedy's copy to the host, when already started
 ) -> StepTokens:
     """Rows that are `argmax_on_device` read their ids from greedy (one small copy, started
-    before the sampler runs on the other rows, so the step syncs with the device once)."""
+    before the sampler runs on the other rows, so the step syncs with the device once; the
+    engine starts it as it launches the step, `greedy_ids`, where greedy is final then)."""
     out = StepTokens({it.seq.seq_id: [] for it in batch.items})
     fast: list[_Item] = []  # (seq, first row, drafts)
     plain: list[_Item] = []
@@ -50,7 +53,7 @@ def sample_step(
             continue
         on_device = greedy is not None and it.seq.params.argmax_on_device
         (fast if on_device else spec if it.draft_ids else plain).append((it.seq, r0, it.draft_ids))
-    ids = HostIds(greedy) if fast and greedy is not None else None
+    ids = (greedy_ids or HostIds(greedy)) if fast and greedy is not None else None
     if plain:
         _sample_plain(sampler, plain, logits, out)
     if spec:
@@ -107,7 +110,7 @@ class HostIds:
         self._done: torch.cuda.Event | None = None
         if ids.is_cuda:
             self._done = torch.cuda.Event()
-            self._done.record()
+            self._done.record(current_stream(ids.device.index))
 
     def tolist(self) -> list[int]:
         if self._done is not None:
