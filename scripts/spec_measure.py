@@ -105,7 +105,7 @@ def real_model(a: argparse.Namespace, name: str, path: str, which: str) -> dict:
     res: dict = {"model": name, "prompts": which, "batch1": {}, "price": _price(eng),
                  "limit": eng.spec_tokens, "auto": a.auto}  # fmt: skip
     for k in ks:
-        res["batch1"][k] = compare(eng, prompts, a.gen, k)
+        res["batch1"][k] = compare(eng, prompts, a.gen, k, a.repeats)
     res.update(_streams(a, eng, [p for _, p in prompts], ks[0]))
     _release(eng)
     return res
@@ -214,6 +214,8 @@ def parse() -> argparse.Namespace:
     ap.add_argument("--steps", type=int, default=50, help="timed steps per cost point")
     ap.add_argument("--free-cost", type=float, default=1.25, help="cost still 'free' (cutoff)")
     ap.add_argument("--gen", type=int, default=128, help="tokens per batch-1 prompt")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="batch-1 runs of each prompt off and on, in turn; each keeps its fastest")  # fmt: skip
     ap.add_argument("--streams", type=int, default=32)
     ap.add_argument("--stream-gen", type=int, default=64, help="tokens per stream")
     ap.add_argument("--max-model-len", type=int, default=2048)

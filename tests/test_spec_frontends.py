@@ -149,7 +149,7 @@ def test_bench_spec_compares_on_and_off(tmp_path, capsys) -> None:
     model = conftest.testdata_path("models", "stories260K.gguf")
     out = tmp_path / "spec.json"
     args = ["bench", "--model", str(model), "--device", "cpu", "-p", "0", "-n", "0", "--spec",
-            "--spec-prompts", "story", "--spec-gen", "24", "--json", str(out)]  # fmt: skip
+            "--spec-prompts", "story", "--spec-gen", "24", "-r", "2", "--json", str(out)]  # fmt: skip
     assert main(args) == 0
     printed = capsys.readouterr().out
     assert "Speculative decoding, batch 1" in printed and "grounded (story)" in printed
@@ -158,12 +158,38 @@ def test_bench_spec_compares_on_and_off(tmp_path, capsys) -> None:
     by_kind = {r["prompt"]: r for r in doc["results"]["spec"]}
     assert set(by_kind) == {"grounded", "open"}
     for r in by_kind.values():
-        assert r["spec_tokens"] == 4 and r["gen"] == 24
+        assert r["spec_tokens"] == 4 and r["gen"] == 24 and r["reps"] == 2
         assert r["identical"] == r["prompts"] > 0  # greedy: speculation changes no token
         assert r["tok_s_on"] > 0 and r["tok_s_off"] > 0
     assert by_kind["grounded"]["accepted"] > 0
-    assert main([*args[:-2], "--spec-tokens", "0"]) == 2
+    assert main([*args[:-4], "--spec-tokens", "0"]) == 2
     assert "give --spec-tokens >= 1" in capsys.readouterr().err
     # given, the limit is the flag's
-    assert main([*args[:-2], "--spec-tokens", "6", "--json", str(out)]) == 0
+    assert main([*args[:-4], "--spec-tokens", "6", "--json", str(out)]) == 0
     assert {r["spec_tokens"] for r in json.loads(out.read_text())["results"]["spec"]} == {6}
+
+
+def test_bench_compare_keeps_each_prompts_fastest_run(monkeypatch) -> None:
+    """compare(repeats=R): off and on alternate R times per prompt; each mode's time is its
+    fastest run, and a repeat whose speculating tokens differ makes the prompt not identical."""
+    from localllm.bench import spec as bench_spec
+
+    calls: list[tuple[int, int]] = []
+    times = iter([9.0, 4.0, 3.0, 6.0, 5.0, 2.0] + [1.0] * 6)  # per timed run, in order
+
+    def fake(engine, ids, gen, k):
+        calls.append((ids[0], k))
+        if len(calls) == 1:  # the warm-up
+            return bench_spec.Run([0, 1], 1.0, 0, 0, 0)
+        toks = [0] + [1] * 10
+        if len(calls) == 11:  # prompt 8's second speculating run parts
+            toks = [0] + [2] * 10
+        return bench_spec.Run(toks, next(times), 4 if k else 0, 3 if k else 0, 1 if k else 0)
+
+    monkeypatch.setattr(bench_spec, "generate_one", fake)
+    res = bench_spec.compare(None, [("grounded", [7]), ("open", [8])], 10, 4, repeats=3)
+    assert calls == [(7, 4)] + [(7, 0), (7, 4)] * 3 + [(8, 0), (8, 4)] * 3
+    g = res["grounded"]
+    assert g["tok_s_off"] == 10 / 3.0 and g["tok_s_on"] == 10 / 2.0  # best of 9, 3, 5 / 4, 6, 2
+    assert g["identical"] == 1 and g["drafted"] == 4 and g["accepted"] == 3
+    assert res["open"]["identical"] == 0

@@ -17,7 +17,7 @@ def test_spec_measure_runs_on_cpu(tmp_path) -> None:
     stories = str(conftest.testdata_path("models", "stories260K.gguf"))
     args = ["--device", "cpu", "--cost-model", stories, "--pycode", stories, "--smollm2", "none",
             "--gen", "6", "--steps", "1", "--batches", "1,2", "--streams", "3",
-            "--stream-gen", "4", "--ks", "2,3", "--out", str(tmp_path)]  # fmt: skip
+            "--stream-gen", "4", "--ks", "2,3", "--repeats", "1", "--out", str(tmp_path)]  # fmt: skip
     r = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
                        timeout=600, cwd=tmp_path)  # fmt: skip
     assert r.returncode == 0, r.stderr

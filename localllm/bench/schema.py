@@ -61,7 +61,7 @@ ROWS = {
                  "ratio": NUM, "unloaded_steps": INT, "loaded_steps": INT}),
     "kv": _obj({**DECODE, "capacity_tokens": INT, "kv_bytes_per_token": INT, "tokens_per_gib": INT,
                 "max_model_len": INT}),
-    "spec": _obj({"prompt": STR, "prompt_set": STR, "spec_tokens": INT, "gen": INT, "prompts": INT,
+    "spec": _obj({"prompt": STR, "prompt_set": STR, "spec_tokens": INT, "gen": INT, "reps": INT, "prompts": INT,
                   "identical": INT, "tok_s_on": NUM, "tok_s_off": NUM, "speedup": NUM,
                   "drafted": INT, "accepted": INT, "acceptance": NUM, "mean_run": NUM,
                   "steps": INT, "tokens_on": INT}),

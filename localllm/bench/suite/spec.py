@@ -16,10 +16,11 @@ def run_spec(ctx: Context) -> list[dict]:
     eng = ctx.engines.get(spec_tokens=ctx.spec_k)
     k = ctx.spec_k or eng.spec_tokens or BENCH_SPEC_TOKENS
     prompts = prompt_set(eng, ctx.spec_prompts)
-    by_kind = compare(eng, prompts, ctx.sizes.spec_gen, k)
+    reps = ctx.sizes.reps  # each prompt's off and on runs: the fastest of reps
+    by_kind = compare(eng, prompts, ctx.sizes.spec_gen, k, reps)
     rows = []
     for kind, r in by_kind.items():
         rows.append({"prompt": kind, "prompt_set": ctx.spec_prompts, "spec_tokens": k,
-                     "gen": ctx.sizes.spec_gen, **r})  # fmt: skip
+                     "gen": ctx.sizes.spec_gen, "reps": reps, **r})  # fmt: skip
         ctx.progress.advance(f"spec {kind}")
     return rows
