@@ -9,8 +9,11 @@ Kinds: `verify` (fed drafts), `plain serial` (no drafts, launched after the step
 given its tokens), `plain early` (launched before the previous step's events were made),
 `plain ahead` (launched before the previous step's tokens were known: step overlap).
 
+`--quiet 1,2,4` repeats the runs with speculator.QUIET_STEPS set to each value (the engine's is
+policy.QUIET_STEPS).
+
 Usage: python3 scripts/probe_spec_steps.py [--model pycode-22m-q4_k_m.gguf] [--ks 0,8]
-       [--prompts code] [--kind grounded] [--gen 128] [--rounds 2]
+       [--prompts code] [--kind grounded] [--gen 128] [--rounds 2] [--quiet N,...]
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from localllm.cli.args import add_engine_args, engine_config
 from localllm.engine import engine as engine_mod
 from localllm.engine import step_sampling
 from localllm.engine.engine import LLMEngine
+from localllm.engine.speculative import speculator
 
 KIND_COUNT: dict[str, int] = defaultdict(int)
 KIND_US: dict[str, float] = defaultdict(float)
@@ -82,6 +86,7 @@ def main() -> None:
     ap.add_argument("--kind", default="grounded", help="prompt kind: grounded, open or all")
     ap.add_argument("--gen", type=int, default=128)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--quiet", default=str(speculator.QUIET_STEPS), help="QUIET_STEPS values")
     a = ap.parse_args()
     a.model = resolve_model(a.model or "pycode-22m-q4_k_m.gguf")
     ks = [int(k) for k in a.ks.split(",")]
@@ -104,26 +109,32 @@ def main() -> None:
             generate_one(eng, ids, 16, k)
     print(f"{a.model}: {eng.runner.device}, {len(prompts)} {a.kind} prompts, {a.gen} tokens")
     for rnd in range(a.rounds):
-        for k in ks:
-            TOTALS.clear()
-            CALLS.clear()
-            KIND_COUNT.clear()
-            KIND_US.clear()
-            tokens, secs = 0, 0.0
-            for ids in prompts:
-                run = generate_one(eng, ids, a.gen, k)
-                tokens, secs = tokens + len(run.ids) - 1, secs + run.decode_s
-            steps = sum(KIND_COUNT.values()) or 1
-            per = {p: v / steps * 1e6 for p, v in TOTALS.items()}
-            wait = per.get("wait", 0.0)
-            per["settle"] = per.pop("settle+wait", 0.0) - wait
-            per["sample"] = per.pop("sample+wait", 0.0) - wait
-            kinds = ", ".join(
-                f"{kd} {n} x {KIND_US[kd] / n:.1f} us" for kd, n in sorted(KIND_COUNT.items())
-            )
-            phases = ", ".join(f"{p} {v:.1f}" for p, v in sorted(per.items()))
-            print(f"round {rnd} k={k}: {tokens / secs:.1f} tok/s ({tokens} tokens, {steps} "
-                  f"step calls); steps: {kinds}; per step call, us: {phases}")  # fmt: skip
+        for quiet in [int(q) for q in a.quiet.split(",")]:
+            speculator.QUIET_STEPS = quiet
+            for k in ks:
+                run_k(eng, prompts, a.gen, k, f"round {rnd} quiet {quiet} k={k}")
+
+
+def run_k(eng: LLMEngine, prompts: list[list[int]], gen: int, k: int, tag: str) -> None:
+    TOTALS.clear()
+    CALLS.clear()
+    KIND_COUNT.clear()
+    KIND_US.clear()
+    tokens, secs = 0, 0.0
+    for ids in prompts:
+        run = generate_one(eng, ids, gen, k)
+        tokens, secs = tokens + len(run.ids) - 1, secs + run.decode_s
+    steps = sum(KIND_COUNT.values()) or 1
+    per = {p: v / steps * 1e6 for p, v in TOTALS.items()}
+    wait = per.get("wait", 0.0)
+    per["settle"] = per.pop("settle+wait", 0.0) - wait
+    per["sample"] = per.pop("sample+wait", 0.0) - wait
+    kinds = ", ".join(
+        f"{kd} {n} x {KIND_US[kd] / n:.1f} us" for kd, n in sorted(KIND_COUNT.items())
+    )
+    phases = ", ".join(f"{p} {v:.1f}" for p, v in sorted(per.items()))
+    print(f"{tag}: {tokens / secs:.1f} tok/s ({tokens} tokens, {steps} step calls); steps: "
+          f"{kinds}; per step call, us: {phases}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -93,6 +93,31 @@ def stories():
 REPEAT = "Lily saw a red ball. Lily was happy. Lily played with a red ball all day. " * 2
 
 
+def test_prompts_are_indexed_while_they_prefill(stories) -> None:
+    """A speculating request's prompt is in its n-gram index before its first decode step
+    proposes (indexed in the prefill step, while the forward runs); a request that does not
+    speculate is never indexed; the output is the same."""
+    eng = stories
+    prompt = eng.encode_prompt(REPEAT + "Lily saw")
+    ref = eng.generate([prompt], _greedy(8, 0))[0]
+    real, first = eng.speculator.propose, {}
+
+    def propose(decodes):  # before the real proposal: how far each index had got
+        decodes = list(decodes)
+        for s in decodes:
+            st = eng.speculator._states.get(s.seq_id)
+            first.setdefault(s.seq_id, (s.num_output, len(st.index) if st else None))
+        real(decodes)
+
+    eng.speculator.propose = propose
+    try:
+        got = eng.generate([prompt, prompt], [_greedy(8, 4), _greedy(8, 0)])
+    finally:
+        eng.speculator.propose = real
+    assert got == [ref, ref]
+    assert set(first.values()) == {(1, None), (1, len(prompt))}
+
+
 def test_rejections_continue_exactly_and_cache_holds_only_committed_kv(stories) -> None:
     """Drafts forced wrong at varying depths: output unchanged; the committed sequence then
     served from the prefix cache continues exactly as on a cold engine."""
