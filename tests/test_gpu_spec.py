@@ -59,7 +59,7 @@ def test_engine_measures_its_verify_price_at_start() -> None:
     """With CUDA graphs and speculation on, the engine times its own plain and verify steps
     at start-up (or reads what it measured before) and drafts by that price (calibrate.py),
     leaving no trace behind."""
-    from localllm.engine.speculative.policy import PRICE_DISCOUNT, verify_price
+    from localllm.engine.speculative.policy import verify_price
 
     path = conftest.testdata_path("models", "pycode-22m-q8_0.gguf")
     cfg = EngineConfig(model=str(path), device="cuda", gpu_memory_utilization=0.5,
@@ -68,9 +68,9 @@ def test_engine_measures_its_verify_price_at_start() -> None:
     pol = eng.speculator.policy
     print("drafting price", pol.cost_fixed, pol.cost_per_draft)
     assert (pol.cost_fixed, pol.cost_per_draft) != verify_price("cuda")
-    # a 22M model's verify step cannot hide its host time as a plain step does: dearer than
-    # the fixed part of an 8B's
-    assert pol.cost_fixed > PRICE_DISCOUNT * 0.3 and 0 < pol.cost_per_draft < 1
+    # a 22M model's verify step cannot hide its host time as a plain step does: its fixed part
+    # is dearer than an 8B's (0.04; pycode-22m measured 0.21-0.52 on an H200 in session 30)
+    assert pol.cost_fixed > 2 * verify_price("cuda")[0] and 0 < pol.cost_per_draft < 1
     bm = eng.block_manager
     assert eng.stats.steps == 0 and bm.num_cached_blocks == 0 and bm.num_used_blocks == 0
     assert not any(eng.runner.graphs.replays.values())

@@ -93,16 +93,12 @@ def stories():
 REPEAT = "Lily saw a red ball. Lily was happy. Lily played with a red ball all day. " * 2
 
 
-def test_prompts_are_indexed_while_they_prefill(stories) -> None:
-    """A speculating request's prompt is in its n-gram index before its first decode step
-    proposes (indexed in the prefill step, while the forward runs); a request that does not
-    speculate is never indexed; the output is the same."""
-    eng = stories
-    prompt = eng.encode_prompt(REPEAT + "Lily saw")
-    ref = eng.generate([prompt], _greedy(8, 0))[0]
+def _indexed_at_first_proposal(eng: LLMEngine) -> dict[int, tuple[int, int | None]]:
+    """Filled as eng runs: seq_id -> (its outputs, its n-gram index's length or None) when the
+    speculator first proposes for it."""
     real, first = eng.speculator.propose, {}
 
-    def propose(decodes):  # before the real proposal: how far each index had got
+    def propose(decodes):
         decodes = list(decodes)
         for s in decodes:
             st = eng.speculator._states.get(s.seq_id)
@@ -110,12 +106,29 @@ def test_prompts_are_indexed_while_they_prefill(stories) -> None:
         real(decodes)
 
     eng.speculator.propose = propose
+    return first
+
+
+def test_prompts_are_indexed_while_they_prefill(stories) -> None:
+    """A speculating request's prompt is in its n-gram index before its first decode step
+    proposes (indexed in the prefill step, while the forward runs); a request that does not
+    speculate is never indexed, nor is any while more sequences run than speculate at once;
+    the output is the same."""
+    eng = stories
+    prompt = eng.encode_prompt(REPEAT + "Lily saw")
+    ref = eng.generate([prompt], _greedy(8, 0))[0]
+    real = eng.speculator.propose
+    first = _indexed_at_first_proposal(eng)
     try:
         got = eng.generate([prompt, prompt], [_greedy(8, 4), _greedy(8, 0)])
     finally:
         eng.speculator.propose = real
     assert got == [ref, ref]
     assert set(first.values()) == {(1, None), (1, len(prompt))}
+    wide = _engine(conftest.testdata_path("models", "stories260K.gguf"), spec_max_batch=1)
+    first = _indexed_at_first_proposal(wide)
+    assert wide.generate([prompt, prompt], _greedy(8, 4)) == [ref, ref]
+    assert list(first.values()) == [(1, None), (1, None)] and wide.stats.spec_proposed == 0
 
 
 def test_rejections_continue_exactly_and_cache_holds_only_committed_kv(stories) -> None:

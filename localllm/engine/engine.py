@@ -303,7 +303,8 @@ class LLMEngine:
         chain = self.overlap and chainable(batch)
         out = self.runner.execute(batch, greedy=chain)
         # while the forward runs: index the prompts being prefilled for their first drafts
-        self.speculator.prepare(it.seq for it in batch.items if not it.is_decode)
+        prefills = [it.seq for it in batch.items if not it.is_decode]
+        self.speculator.prepare(prefills, len(self.scheduler.running))
         cur = _Launched(batch, out, t0, masks, proposed=True)
         if not chain and masks is None and out.greedy is not None and _takes_argmax(batch):
             cur.greedy_ids = HostIds(out.greedy)

@@ -55,10 +55,13 @@ class Speculator:
         for seq in seqs:
             seq.draft_ids = self._draft(seq)
 
-    def prepare(self, prefills: Iterable[SequenceState]) -> None:
+    def prepare(self, prefills: Iterable[SequenceState], running: int) -> None:
         """Index the prompts of sequences being prefilled, called while their forward runs on
         the device: the prompt is known, and indexing it at the first decode step would put
-        ~1 ms per 1K tokens of host work between that step and the next."""
+        ~1 ms per 1K tokens of host work between that step and the next. Not while more
+        sequences run than speculate at once (`running`: the engine's): they would not draft."""
+        if running > self.policy.max_batch:
+            return
         for seq in prefills:
             if self.k_max(seq) > 0:
                 self._state(seq).index.sync(seq.token_ids, SYNC_TOKENS_PER_STEP)
