@@ -8,7 +8,7 @@ source scripts/device_setup.sh
 OUT=${OUT:-$LOCALLLM_REPO/gpu-results}; mkdir -p "$OUT"; export LOCALLLM_RESULTS=$OUT
 R=$LOCALLLM_REPO
 if [[ $what == tests || $what == all ]]; then
-  python3 -m pytest -q -m gpu -p no:cacheprovider -s "$R"/tests/test_gpu_*.py "$R"/tests/test_kernels_*.py "$R"/tests/test_formats_*.py "$R"/tests/test_sampler.py 2>&1 | tee "$OUT/gpu_tests.log" | grep -E "passed|failed|error|agreeing|NLL|logits|Error" | tail -40
+  python3 -m pytest -q -m gpu -p no:cacheprovider -s "$R"/tests/test_gpu_*.py "$R"/tests/test_kernels_*.py "$R"/tests/test_formats_*.py "$R"/tests/test_sampler.py "$R"/tests/test_engine_close.py 2>&1 | tee "$OUT/gpu_tests.log" | grep -E "passed|failed|error|agreeing|NLL|logits|Error" | tail -40
 fi
 if [[ $what == bench || $what == all ]]; then
   for m in llama3-8b-q4_k_m llama2-7b-q4_0 llama3-8b-awq; do
