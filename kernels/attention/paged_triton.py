@@ -9,7 +9,6 @@ paged_triton_kernels.py; the contract is the reference's in paged.py.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 
 import torch
@@ -50,10 +49,6 @@ DECODE_SERIAL_PARTS = 16
 # the in-kernel merge of a decode split reads up to this many partitions per round trip (1, 2,
 # 4 or 8: `_merge_parts`), their [rows, D] outputs within MERGE_REGS fp32 registers per thread
 MERGE_MAX_PARTS = 8
-# decode with PDL: KV tiles per program asked of L2 before the wait (experiment, issue 16:
-# LOCALLLM_ATTN_L2_TILES, default off until measured)
-DECODE_L2_TILES = int(os.environ.get("LOCALLLM_ATTN_L2_TILES", "0"))
-L2_LINE = 128  # bytes per prefetch (one L2 cache line)
 MERGE_REGS = 32
 
 
@@ -213,18 +208,6 @@ def live_partitions(seq_len: int, plan: Plan, grid_parts: int) -> int:
     return max(triton.cdiv(seq_len, part_len), 1)
 
 
-def decode_l2_tokens(plan: Plan, grid: tuple[int, int, int], d: int, elt: int,
-                     gpu: DeviceProps) -> int:  # fmt: skip
-    """KV tokens per decode program asked of L2 before the PDL wait (`DECODE_L2_TILES` tiles),
-    halved until all programs' K + V lines fit half the L2 (0: off)."""
-    tiles = DECODE_L2_TILES
-    programs = grid[0] * grid[1] * grid[2]
-    row = max(d * elt, L2_LINE)  # bytes of one token's K (or V) row of one head
-    while tiles and programs * tiles * plan.block_n * 2 * row > gpu.l2_bytes // 2:
-        tiles //= 2
-    return min(tiles * plan.block_n, triton.next_power_of_2(max(plan.part_len, 1)))
-
-
 def _pow2_floor(n: int) -> int:
     return 1 << (n.bit_length() - 1)
 
@@ -297,9 +280,6 @@ def run_paged_attention(
     grid = (plan.m_blocks, batch * n_kv, plan.parts)
     cnt = _COUNTERS.get(q.device, grid[0] * grid[1]) if merge else lse_p
     pdl = pdl_args(q.device)
-    l2_tokens = (
-        decode_l2_tokens(plan, grid, d, k_cache.element_size(), gpu) if merge and pdl["PDL"] else 0
-    )
     _attn_kernel[grid](
         q, k_cache, v_cache, ks, vs, block_tables, cu_seqlens_q, seq_lens, out, out_p,
         lse_p, q.stride(0), q.stride(1), *k_cache.stride()[:3], *v_cache.stride()[:3],
@@ -313,9 +293,7 @@ def run_paged_attention(
         live_cap=(live_parts or plan.live_cap) if merge else 1,
         PART_TILES=DECODE_PART_TILES,
         MERGE_ROWS=plan.merge_rows if merge else 1, MERGE_PARTS=plan.merge_parts if merge else 1,
-        PREFETCH=plan.prefetch, WIDEN=widen, L2_TOKENS=l2_tokens,
-        ROW_LINES=max(d * k_cache.element_size() // L2_LINE, 1),
-        LINE_ELTS=L2_LINE // k_cache.element_size(),
+        PREFETCH=plan.prefetch, WIDEN=widen,
     )  # fmt: skip
     if split and not merge:
         _merge_kernel[(t, hq)](

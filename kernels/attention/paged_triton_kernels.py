@@ -38,11 +38,6 @@ _I8_TO_F16 = tl.constexpr("""{
     sub.rn.f16x2 $1, $1, c;
 }""")
 
-# one L2 cache line at address $1 asked for when $2 != 0 (no register receives it)
-_L2_PREFETCH = tl.constexpr(
-    "{ .reg .pred p; setp.ne.s32 p, $2, 0; @p prefetch.global.L2 [$1]; mov.u32 $0, 0; }"
-)
-
 
 @triton.jit
 def _widen(x, DTYPE: tl.constexpr, WIDEN: tl.constexpr):
@@ -130,29 +125,6 @@ def _online_softmax_step(
     return m_new, l_i, acc
 
 
-@triton.jit
-def _l2_prefetch_kv(K, V, bt, lo, hi, h, stride_kb, stride_kh, stride_kt, stride_vb, stride_vh,
-                    stride_vt, NTOK: tl.constexpr, ROW_LINES: tl.constexpr,
-                    LINE_ELTS: tl.constexpr, BLOCK_SIZE: tl.constexpr):  # fmt: skip
-    """Ask L2 for the K and V rows of KV positions [lo, min(lo + NTOK, hi)) of kv head h
-    (`prefetch.global.L2`: no register holds them, nothing waits on them). Issued before the
-    PDL wait: the pages are step inputs, and lines this step's tokens are written to stay
-    coherent (stores go through L2)."""
-    j = tl.arange(0, NTOK * ROW_LINES)
-    pos = lo + j // ROW_LINES
-    ok = pos < hi
-    page = tl.load(bt + pos // BLOCK_SIZE, mask=ok, other=0).to(tl.int64)
-    col = (j % ROW_LINES) * LINE_ELTS
-    row = pos % BLOCK_SIZE
-    kp = K + page * stride_kb + h * stride_kh + row * stride_kt + col
-    vp = V + page * stride_vb + h * stride_vh + row * stride_vt + col
-    on = ok.to(tl.int32)
-    tl.inline_asm_elementwise(_L2_PREFETCH, "=r,l,r", [kp, on], dtype=tl.int32, is_pure=False,
-                              pack=1)  # fmt: skip
-    tl.inline_asm_elementwise(_L2_PREFETCH, "=r,l,r", [vp, on], dtype=tl.int32, is_pure=False,
-                              pack=1)  # fmt: skip
-
-
 # the live-context rule's numbers are plain integers (no variant per value class: a decode
 # graph of another batch size must not compile another kernel)
 @triton.jit(do_not_specialize=["live_parts", "live_cap"])
@@ -211,9 +183,6 @@ def _attn_kernel(
     MERGE_PARTS: tl.constexpr = 1,
     PREFETCH: tl.constexpr = False,
     WIDEN: tl.constexpr = 0,
-    L2_TOKENS: tl.constexpr = 0,
-    ROW_LINES: tl.constexpr = 1,
-    LINE_ELTS: tl.constexpr = 64,
 ):
     # the step's inputs (cu_seqlens, seq_lens, the block table of the first KV tile: uploaded
     # before its first kernel) are read before the PDL wait; q and the KV cache (with this
@@ -256,10 +225,6 @@ def _attn_kernel(
     page_next = tl.load(bt + n // BLOCK_SIZE, mask=n < hi, other=0)
     if PREFETCH:  # the loop loads KV one tile ahead: the second tile's pages too
         page_2 = tl.load(bt + (n + BLOCK_N) // BLOCK_SIZE, mask=n + BLOCK_N < hi, other=0)
-    if L2_TOKENS > 0:  # the first L2_TOKENS of the partition's KV on their way while we wait
-        _l2_prefetch_kv(K, V, bt, lo, hi, h, stride_kb, stride_kh, stride_kt, stride_vb,
-                        stride_vh, stride_vt, L2_TOKENS, ROW_LINES,
-                        LINE_ELTS, BLOCK_SIZE)  # fmt: skip
     pdl_wait(PDL)
     q = tl.load(
         Q + tok[:, None] * stride_qt + head[:, None] * stride_qh + d[None, :],
