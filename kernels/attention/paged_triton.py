@@ -9,7 +9,6 @@ paged_triton_kernels.py; the contract is the reference's in paged.py.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 
 import torch
@@ -49,8 +48,8 @@ LONG_WAVES = 4
 DECODE_SERIAL_PARTS = 16
 # the in-kernel merge of a decode split reads up to this many partitions per round trip (1, 2,
 # 4 or 8: `_merge_parts`), their [rows, D] outputs within MERGE_REGS fp32 registers per thread
-MERGE_MAX_PARTS = int(os.environ.get("LOCALLLM_ATTN_MERGE_PARTS", "8"))  # experiment: 16
-MERGE_REGS = 4 * MERGE_MAX_PARTS
+MERGE_MAX_PARTS = 8
+MERGE_REGS = 32
 
 
 @dataclass(frozen=True)

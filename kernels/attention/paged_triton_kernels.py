@@ -334,48 +334,10 @@ def _merge_add(mx, den, acc, lse, o):
 
 
 @triton.jit
-def _merge_load8(OUT_P, LSE_P, base, d, rows, p, n_parts, stride_pp, HEAD_DIM: tl.constexpr,
-                 PC: tl.constexpr):  # fmt: skip
-    """Partitions p .. p + min(PC, 8) - 1 as (lse, out) pairs, all loads issued together (the
-    pairs past PC: copies of the first, unused)."""
-    l0, o0 = _merge_load(OUT_P, LSE_P, base, d, rows, p, n_parts, stride_pp, HEAD_DIM)
-    l1, o1, l2, o2, l3, o3 = l0, o0, l0, o0, l0, o0
-    l4, o4, l5, o5, l6, o6, l7, o7 = l0, o0, l0, o0, l0, o0, l0, o0
-    if PC > 1:
-        l1, o1 = _merge_load(OUT_P, LSE_P, base, d, rows, p + 1, n_parts, stride_pp, HEAD_DIM)
-    if PC > 2:
-        l2, o2 = _merge_load(OUT_P, LSE_P, base, d, rows, p + 2, n_parts, stride_pp, HEAD_DIM)
-        l3, o3 = _merge_load(OUT_P, LSE_P, base, d, rows, p + 3, n_parts, stride_pp, HEAD_DIM)
-    if PC > 4:
-        l4, o4 = _merge_load(OUT_P, LSE_P, base, d, rows, p + 4, n_parts, stride_pp, HEAD_DIM)
-        l5, o5 = _merge_load(OUT_P, LSE_P, base, d, rows, p + 5, n_parts, stride_pp, HEAD_DIM)
-        l6, o6 = _merge_load(OUT_P, LSE_P, base, d, rows, p + 6, n_parts, stride_pp, HEAD_DIM)
-        l7, o7 = _merge_load(OUT_P, LSE_P, base, d, rows, p + 7, n_parts, stride_pp, HEAD_DIM)
-    return (l0, o0, l1, o1, l2, o2, l3, o3, l4, o4, l5, o5, l6, o6, l7, o7)
-
-
-@triton.jit
-def _merge_add8(mx, den, acc, t, PC: tl.constexpr):
-    """The first min(PC, 8) (lse, out) pairs of `t` (`_merge_load8`) into the running merge."""
-    mx, den, acc = _merge_add(mx, den, acc, t[0], t[1])
-    if PC > 1:
-        mx, den, acc = _merge_add(mx, den, acc, t[2], t[3])
-    if PC > 2:
-        mx, den, acc = _merge_add(mx, den, acc, t[4], t[5])
-        mx, den, acc = _merge_add(mx, den, acc, t[6], t[7])
-    if PC > 4:
-        mx, den, acc = _merge_add(mx, den, acc, t[8], t[9])
-        mx, den, acc = _merge_add(mx, den, acc, t[10], t[11])
-        mx, den, acc = _merge_add(mx, den, acc, t[12], t[13])
-        mx, den, acc = _merge_add(mx, den, acc, t[14], t[15])
-    return mx, den, acc
-
-
-@triton.jit
 def _merge_parts(OUT_P, LSE_P, base, d, rows, n_parts, stride_pp, HEAD_DIM: tl.constexpr,
                  PC: tl.constexpr):  # fmt: skip
     """Log-sum-exp merge [R, D_PAD] of partitions 0..n_parts-1 of rows `base` [R]. PC (1, 2,
-    4, 8 or 16) partitions per step, their loads issued before any of them is used: n_parts
+    4 or 8) partitions per step, their loads issued before any of them is used: n_parts
     partitions cost cdiv(n_parts, PC) dependent L2 round trips, not n_parts (one after the
     other, each partition added ~0.3 us on an H100: llama3-8b at 4,161 tokens ran 21.5 us over
     33 partitions, 31.7 us over 66)."""
@@ -383,13 +345,30 @@ def _merge_parts(OUT_P, LSE_P, base, d, rows, n_parts, stride_pp, HEAD_DIM: tl.c
     den = tl.zeros(base.shape, tl.float32)
     acc = tl.zeros([base.shape[0], d.shape[0]], tl.float32)  # [R, D_PAD]
     for p in range(0, n_parts, PC):
-        a = _merge_load8(OUT_P, LSE_P, base, d, rows, p, n_parts, stride_pp, HEAD_DIM, PC)
-        if PC > 8:
-            b = _merge_load8(OUT_P, LSE_P, base, d, rows, p + 8, n_parts, stride_pp, HEAD_DIM,
-                             PC - 8)  # fmt: skip
-        mx, den, acc = _merge_add8(mx, den, acc, a, PC)
-        if PC > 8:
-            mx, den, acc = _merge_add8(mx, den, acc, b, PC - 8)
+        l0, o0 = _merge_load(OUT_P, LSE_P, base, d, rows, p, n_parts, stride_pp, HEAD_DIM)
+        l1, o1, l2, o2, l3, o3 = l0, o0, l0, o0, l0, o0
+        l4, o4, l5, o5, l6, o6, l7, o7 = l0, o0, l0, o0, l0, o0, l0, o0
+        if PC > 1:
+            l1, o1 = _merge_load(OUT_P, LSE_P, base, d, rows, p + 1, n_parts, stride_pp, HEAD_DIM)
+        if PC > 2:
+            l2, o2 = _merge_load(OUT_P, LSE_P, base, d, rows, p + 2, n_parts, stride_pp, HEAD_DIM)
+            l3, o3 = _merge_load(OUT_P, LSE_P, base, d, rows, p + 3, n_parts, stride_pp, HEAD_DIM)
+        if PC > 4:
+            l4, o4 = _merge_load(OUT_P, LSE_P, base, d, rows, p + 4, n_parts, stride_pp, HEAD_DIM)
+            l5, o5 = _merge_load(OUT_P, LSE_P, base, d, rows, p + 5, n_parts, stride_pp, HEAD_DIM)
+            l6, o6 = _merge_load(OUT_P, LSE_P, base, d, rows, p + 6, n_parts, stride_pp, HEAD_DIM)
+            l7, o7 = _merge_load(OUT_P, LSE_P, base, d, rows, p + 7, n_parts, stride_pp, HEAD_DIM)
+        mx, den, acc = _merge_add(mx, den, acc, l0, o0)
+        if PC > 1:
+            mx, den, acc = _merge_add(mx, den, acc, l1, o1)
+        if PC > 2:
+            mx, den, acc = _merge_add(mx, den, acc, l2, o2)
+            mx, den, acc = _merge_add(mx, den, acc, l3, o3)
+        if PC > 4:
+            mx, den, acc = _merge_add(mx, den, acc, l4, o4)
+            mx, den, acc = _merge_add(mx, den, acc, l5, o5)
+            mx, den, acc = _merge_add(mx, den, acc, l6, o6)
+            mx, den, acc = _merge_add(mx, den, acc, l7, o7)
     return acc / tl.maximum(den, 1e-30)[:, None]
 
 
