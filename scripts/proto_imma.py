@@ -20,9 +20,14 @@ layout conversion in the loop: the weights reach the wgmma from registers. But t
 and their shared-memory copies, the nibble decode, the per-group scaling and addresses redone
 every step, about a quarter each. Not pursued; kept to reproduce the figures.
 
-Usage: python3 scripts/proto_imma.py [--shapes 2,3,4,8,9,10] [--rows 1,5,16] [--configs 0,1]
+Session 32: BT follows the rows (16, 32 or 64: up to 64 rows in one tile), and above 6 rows the
+baseline is the engine's fused dequant GEMM (`_qmm_kernel`, fp16 activations) at its
+dispatch's config: is W4A8 on the int8 tensor cores a lever for 32-64 streams (issue 16)?
+
+Usage: python3 scripts/proto_imma.py [--shapes 2,3,4,8,9,10] [--rows 1,5,16,32,64] [--configs 0,1]
 Checks each config against the dequantized product, then times it (weights read from memory,
-CUDA graph) beside the dispatch's dp4a GEMV. Appends JSON lines to $OUT/proto_imma.jsonl.
+CUDA graph) beside the dispatch's dp4a GEMV (up to 6 rows) or fused GEMM (more). Appends JSON
+lines to $OUT/proto_imma.jsonl.
 """
 
 from __future__ import annotations
@@ -109,7 +114,7 @@ def imma(xq: torch.Tensor, xs: torch.Tensor, planes: list[torch.Tensor], fmt: st
     p = planes + [planes[0]] * (4 - len(planes))
     _imma_kernel[(triton.cdiv(n, bn), split)](
         xq, xs, p[0], p[1], p[2], p[3], out, t, n, g, max(g // 8, 1), per,
-        FMT=FMT_CODES[fmt], BN=bn, BT=16, ATOMIC=split > 1,
+        FMT=FMT_CODES[fmt], BN=bn, BT=max(16, triton.next_power_of_2(t)), ATOMIC=split > 1,
         num_warps=warps, num_stages=stages,
     )  # fmt: skip
     return out
@@ -144,7 +149,30 @@ CONFIGS = [  # (BN, warps, split, stages)
     (64, 4, 2, 3),
     (64, 4, 4, 3),
     (128, 4, 2, 3),
+    (64, 8, 1, 3),  # 32-64 rows (session 32): wider tiles, 8 warps
+    (128, 8, 1, 3),
+    (128, 8, 2, 3),
+    (128, 4, 1, 3),
 ]
+
+
+def qmm_us(fmt: str, n: int, k: int, t: int, sets: list, sms: int) -> float:
+    """The engine's `_qmm_kernel` at its dispatch's config for t rows, weights cycled from
+    memory as the prototype's are."""
+    from triton.testing import do_bench_cudagraph
+
+    from localllm.kernels.device import device_props
+    from localllm.kernels.linear import qmm_triton as mm
+
+    props = device_props(torch.device("cuda"))
+    cfg = mm.mm_config(fmt, n, k, t, sms, props.smem_per_block, props.arch)
+    x = torch.randn(t, k, device="cuda").half()
+
+    def run() -> None:
+        for planes in sets:
+            mm.qmm_launch(x, planes, fmt, n, None, cfg)
+
+    return do_bench_cudagraph(run, rep=30) * 1e3 / len(sets)
 
 
 def main() -> None:
@@ -174,6 +202,8 @@ def main() -> None:
             rec = dict(tag=a.tag, fmt=fmt, n=n, k=k, rows=t)
             if t <= 6:
                 rec["dp4a_us"] = round(dp4a_us(xq, xs, dcfg, fmt, n, sets), 2)
+            else:  # the engine's fused dequant GEMM on the same weights (fp16 activations)
+                rec["qmm_us"] = round(qmm_us(fmt, n, k, t, sets, sms), 2)
             best = None
             for cfg in cfgs:
                 name = "bn{}w{}k{}s{}".format(*cfg)
