@@ -104,6 +104,8 @@ def imma(xq: torch.Tensor, xs: torch.Tensor, planes: list[torch.Tensor], fmt: st
          bn: int, warps: int, split: int, stages: int, out: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
     """out [T, N]: fp16, or (split > 1) fp32 added into `out` (zeroed by the caller)."""
     t, k = xq.shape
+    if t > 64:
+        raise ValueError(f"imma: {t} activation rows; the prototype's tile holds at most 64")
     g = k // 32
     if out is None:
         out = torch.empty(
