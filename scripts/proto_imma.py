@@ -160,21 +160,14 @@ CONFIGS = [  # (BN, warps, split, stages)
 
 def qmm_us(fmt: str, n: int, k: int, t: int, sets: list, sms: int) -> float:
     """The engine's `_qmm_kernel` at its dispatch's config for t rows, weights cycled from
-    memory as the prototype's are."""
-    from triton.testing import do_bench_cudagraph
+    memory as the prototype's are (`probe_qmm.time_us`)."""
+    from probe_qmm import mm, time_us
 
     from localllm.kernels.device import device_props
-    from localllm.kernels.linear import qmm_triton as mm
 
     props = device_props(torch.device("cuda"))
     cfg = mm.mm_config(fmt, n, k, t, sms, props.smem_per_block, props.arch)
-    x = torch.randn(t, k, device="cuda").half()
-
-    def run() -> None:
-        for planes in sets:
-            mm.qmm_launch(x, planes, fmt, n, None, cfg)
-
-    return do_bench_cudagraph(run, rep=30) * 1e3 / len(sets)
+    return time_us(mm, torch.randn(t, k, device="cuda").half(), sets, fmt, n, cfg)
 
 
 def main() -> None:
