@@ -41,7 +41,8 @@ class PagedAttention(Protocol):
                  k_scale: torch.Tensor | None, v_scale: torch.Tensor | None,
                  block_tables: torch.Tensor, cu_seqlens_q: torch.Tensor, seq_lens: torch.Tensor,
                  max_q_len: int, max_seq_len: int, scale: float, out: torch.Tensor | None = None,
-                 quant: str | None = None) -> torch.Tensor | QAct: ...  # fmt: skip
+                 quant: str | None = None,
+                 long_context: bool = False) -> torch.Tensor | QAct: ...  # fmt: skip
 
 
 class QLinear(Protocol):

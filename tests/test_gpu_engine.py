@@ -305,3 +305,44 @@ def test_current_stream_follows_the_stream_context():
     with torch.cuda.stream(side):
         assert current_stream(i) == side == torch.cuda.current_stream(i)
     assert current_stream(i) == torch.cuda.current_stream(i) != side
+
+
+def test_long_context_decode_graphs_on_gpu(tmp_path, monkeypatch):
+    """MHA over int8 KV: decode steps whose context reaches LONG_CONTEXT (lowered to 256 here)
+    replay the long-context graphs, whose attention scores by dp4a; a step's logits there agree
+    with the plain decode graph's and the eager step's of the same batch within q's int8
+    rounding, and differ from the plain graph's (another loop ran)."""
+    from gguf import GGMLQuantizationType as Q
+
+    from localllm.formats.synthetic import SyntheticSpec, UniformRule, write_synthetic
+    from localllm.kernels import plan
+
+    spec = SyntheticSpec(name="mha", vocab=512, dim=256, n_layers=2, n_heads=4, n_kv_heads=4,
+                         ffn=512, tensor_type=UniformRule(Q.Q4_0), context_length=1024)  # fmt: skip
+    path = write_synthetic(spec, tmp_path / "mha.gguf")
+    monkeypatch.setattr(plan, "LONG_CONTEXT", 256)
+    eng = _engine(path, kv_dtype="int8", max_model_len=1024, max_num_seqs=4)
+    gr = eng.runner.graphs
+    assert gr is not None and gr.long_buckets == [1, 2, 4]
+    g = torch.Generator().manual_seed(3)
+    prompt = lambda n: [1] + torch.randint(3, 512, (n - 1,), generator=g).tolist()  # noqa: E731
+    [short] = eng.generate([prompt(100)], SamplingParams(max_tokens=8, temperature=0.0))
+    assert gr.replays["long"] == 0 and gr.replays["decode"] > 0
+    [out] = eng.generate([prompt(300)], SamplingParams(max_tokens=8, temperature=0.0))
+    assert len(out) == 8 and gr.replays["long"] > 0
+
+    eng.add_request(prompt(300), SamplingParams(max_tokens=4, temperature=0.0))
+    while eng.scheduler.waiting or any(s.in_prefill for s in eng.scheduler.running):
+        eng.step()
+    batch = eng.scheduler.schedule()
+    step = gr.plan(batch)
+    assert step is not None and step[0] == (1, 0, 1, True)
+    long = gr.run(batch, step)[0][:1].float().clone()
+    plain = gr.run(batch, (step[0]._replace(long=False), *step[1:]))[0][:1].float().clone()
+    gr.enabled = False  # the same step without graphs
+    eager = eng.runner.execute(batch).logits[:1].float()
+    gr.enabled = True
+    for other in (plain, eager):
+        rel = ((long - other).norm() / other.norm()).item()
+        assert rel < 2e-2, rel
+    assert not torch.equal(long, plain)

@@ -164,14 +164,26 @@ def test_reference_block_size_32_and_out_param() -> None:
 
 
 def _compare_triton(batch: Batch, scale: float, tol: float, parts: int | None = None,
-                    num_stages: int | None = None) -> None:  # fmt: skip
-    from localllm.kernels.attention.paged_triton import run_paged_attention
+                    num_stages: int | None = None, long_context: bool = False) -> torch.Tensor:  # fmt: skip
+    from localllm.kernels.attention.paged_triton import kv_dot, run_paged_attention
 
     expect = REF.paged_attention(*batch.args(scale))
-    got = run_paged_attention(*batch.args(scale), parts=parts, num_stages=num_stages)
+    got = run_paged_attention(*batch.args(scale), parts=parts, num_stages=num_stages,
+                              long_context=long_context)  # fmt: skip
     assert got.dtype == batch.q.dtype and not torch.isnan(got).any()
+    _, hq, d = batch.q.shape
+    k_cache = batch.caches[0]
+    group = hq // k_cache.shape[1]
+    if kv_dot(k_cache.dtype, batch.q.dtype, batch.max_q_len, group, d, long_context):
+        # the dp4a scores round q to int8 per 32 elements (as the dp4a GEMV's activations):
+        # within that rounding of the reference, not within fp16 ulps
+        err = (got.float() - expect.float()).norm() / expect.float().norm()
+        assert err < 1e-2, err
+        torch.testing.assert_close(got.float(), expect.float(), atol=3e-2, rtol=3e-2)
+        return got
     # absolute + relative: one output ulp of a large value exceeds any absolute bound
     torch.testing.assert_close(got.float(), expect.float(), atol=tol, rtol=tol)
+    return got
 
 
 ACT_TOL = {torch.float32: 2e-5, torch.float16: 4e-3, torch.bfloat16: 3e-2}
@@ -206,6 +218,50 @@ def test_triton_mha_decode_quantized_kv(parts: int, kv_dtype: torch.dtype) -> No
     batch = make_batch(seqs, 4, 4, 32, 64, kv_dtype, torch.float16, seed=13)
     assert plan_launch(4, 4, 1, 32, 1, 70, 1, quantized=True).block_n == 32
     _compare_triton(batch, 0.25, ACT_TOL[torch.float16], parts=parts)
+
+
+@needs_triton
+@pytest.mark.parametrize("kdot", [1, 2])
+@pytest.mark.parametrize("parts", [1, 3])
+def test_triton_mha_int8_long_context_scores_by_dp4a(monkeypatch, kdot: int, parts: int) -> None:
+    """A long-context step of one query row per KV head over int8 KV takes the dp4a scores
+    (`kv_dot`): 128-token tiles over 16-token pages, ends inside a tile, an empty sequence,
+    split KV; P V with V widened (1) or on int8 with P quantized (2). Agrees with the reference
+    within the int8 tolerance and differs from the tensor-core loop, which the same step takes
+    when it is not a long-context step; other shapes never take it."""
+    from localllm.kernels.attention import paged_triton as pt
+
+    monkeypatch.setattr(pt, "MHA_INT8_KDOT", kdot)
+    assert pt.kv_dot(torch.int8, torch.float16, 1, 1, 64, True) == kdot
+    assert pt.kv_dot(torch.int8, torch.bfloat16, 1, 1, 128, True) == kdot
+    for args in ((torch.int8, torch.float16, 1, 1, 64, False),  # not a long-context step
+                 (torch.float8_e4m3fn, torch.float16, 1, 1, 64, True),  # fp8 KV
+                 (torch.float16, torch.float16, 1, 1, 64, True),  # float KV
+                 (torch.int8, torch.float16, 2, 1, 64, True),  # verify rows
+                 (torch.int8, torch.float16, 1, 4, 64, True),  # grouped heads
+                 (torch.int8, torch.float32, 1, 1, 64, True),
+                 (torch.int8, torch.float16, 1, 1, 96, True),  # padded lanes
+                 (torch.int8, torch.float16, 1, 1, 48, True)):  # fmt: skip
+        assert pt.kv_dot(*args) == 0, args
+    assert pt.plan_launch(1, 32, 1, 128, 1, 4161, 264, quantized=True, kdot=kdot).block_n == 128
+    seqs = [(1, 1), (1, 130), (1, 300), (1, 0)]
+    batch = make_batch(seqs, 2, 2, 64, 16, torch.int8, torch.float16, seed=17 + kdot)
+    long = _compare_triton(batch, 0.25, ACT_TOL[torch.float16], parts=parts, long_context=True)
+    short = _compare_triton(batch, 0.25, ACT_TOL[torch.float16], parts=parts)
+    assert not torch.equal(long, short)  # q rounded to int8: another loop ran
+
+
+@needs_triton
+def test_triton_long_context_keeps_other_launches() -> None:
+    """Grouped heads over int8 KV have no long-context loop: the flag changes no bit."""
+    from localllm.kernels.attention.paged_triton import run_paged_attention
+
+    batch = make_batch([(1, 1), (1, 130), (1, 0)], 8, 2, 64, 16, torch.int8, torch.float16,
+                       seed=23)  # fmt: skip
+    args = batch.args(0.25)
+    a = run_paged_attention(*args, long_context=True)
+    b = run_paged_attention(*args, long_context=False)
+    assert torch.equal(a, b)
 
 
 @needs_triton

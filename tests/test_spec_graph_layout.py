@@ -255,7 +255,7 @@ def test_staged_inputs_follow_the_layout(key: GraphKey, decodes: list, chunk: An
         buf.host.fill_(0x5A)  # stale bytes from an earlier step
         h = buf.host_np
         n, rows = buf.stage(key, decodes, chunk, bs, feed_ids=feed)
-        b, c, w = key
+        b, c, w = key.b, key.c, key.w
         T, S = key.tokens, key.seqs
         ids, pos, slots, lens = [0] * T, [0] * T, [-1] * T, [0] * S
         tables = [[0] * B for _ in range(S)]
@@ -288,3 +288,76 @@ def test_staged_inputs_follow_the_layout(key: GraphKey, decodes: list, chunk: An
         if c:
             assert h["cu"][b + 1] == T and h["rows"][b * w] == T - 1
         buf.upload(n)
+
+
+def _long_graph_runner(monkeypatch: pytest.MonkeyPatch, kv_dtype: torch.dtype, n_kv_heads: int,
+                       kv_tokens: int, max_model_len: int = 32768) -> Any:  # fmt: skip
+    """A GraphRunner without a GPU (no capture) over a llama2-like runner: 32 heads of 128."""
+    import types
+
+    from localllm.engine import cuda_graphs
+
+    g = object.__new__(cuda_graphs.GraphRunner)
+    g.runner = types.SimpleNamespace(
+        kv=types.SimpleNamespace(k=[torch.empty(0, dtype=kv_dtype)]), dtype=torch.float16,
+        model_cfg=types.SimpleNamespace(n_heads=32, n_kv_heads=n_kv_heads, head_dim=128),
+        num_kv_tokens=kv_tokens, max_model_len=max_model_len,
+    )  # fmt: skip
+    g.max_batch = 64
+    g.buckets = [b for b in cuda_graphs.BUCKETS if b < 64] + [64]
+    g.verify_buckets, g.verify_widths, g.mixed_buckets, g.mixed_chunk = [], [], [], 0
+    g.enabled = True
+    g.long_buckets = g._long_buckets()
+    return g
+
+
+def test_long_context_decode_graphs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """MHA over int8 KV gets a long-context decode graph per bucket up to the most sequences of
+    LONG_CONTEXT tokens the pool holds; a plain decode step whose longest sequence reaches
+    LONG_CONTEXT takes it, a shorter one (or a bucket without one) the plain graph; grouped
+    heads, float KV or a shorter context get none. The graph's batch says which it is."""
+    from localllm.kernels.plan import LONG_CONTEXT
+
+    g = _long_graph_runner(monkeypatch, torch.int8, 32, kv_tokens=3 * LONG_CONTEXT + 5)
+    assert g.long_buckets == [1, 2, 4]  # 3 long sequences fit: buckets 1, 2 and the one of 3
+    assert _long_graph_runner(monkeypatch, torch.int8, 8, 10**6).long_buckets == []  # GQA
+    assert _long_graph_runner(monkeypatch, torch.float16, 32, 10**6).long_buckets == []
+    assert _long_graph_runner(monkeypatch, torch.int8, 32, 10**6, 4096).long_buckets == []
+    assert _long_graph_runner(monkeypatch, torch.int8, 32, LONG_CONTEXT - 1).long_buckets == []
+    g.graphs = {GraphKey(b, 0): None for b in g.buckets}
+    g.graphs.update({GraphKey(b, 0, 1, True): None for b in g.long_buckets})
+
+    def step(*contexts: int):
+        items = [_decode(ctx, [], 10 * i) for i, ctx in enumerate(contexts)]
+        plan = g.plan(type("Batch", (), {"items": items})())
+        return plan[0] if plan else None
+
+    assert step(100) == GraphKey(1, 0)
+    assert step(LONG_CONTEXT - 1) == GraphKey(1, 0)  # its step makes LONG_CONTEXT - 1 tokens
+    assert step(LONG_CONTEXT) == GraphKey(1, 0, 1, True)
+    assert step(100, LONG_CONTEXT + 7, 5) == GraphKey(4, 0, 1, True)
+    assert step(*([LONG_CONTEXT] * 5)) == GraphKey(8, 0)  # no long graph for 8
+    buf = StepBuffers.allocate(64, 9, 4, torch.device("cpu"))
+    assert buf.forward_batch(GraphKey(4, 0, 1, True), 32768).long_context
+    assert not buf.forward_batch(GraphKey(4, 0), 32768).long_context
+
+
+def test_eager_steps_say_whether_they_are_long_context(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step run without graphs marks its batch a long-context step from its longest
+    sequence (kernels/plan.py LONG_CONTEXT), prefill chunks included."""
+    from localllm.kernels import plan
+
+    path = conftest.testdata_path("models", "stories260K.gguf")
+    eng = LLMEngine(EngineConfig(model=str(path), device="cpu", block_size=8))
+    seen: list[tuple[int, bool]] = []
+    forward = eng.runner.model.forward
+
+    def spy(fb, kv):
+        seen.append((fb.max_seq_len, fb.long_context))
+        return forward(fb, kv)
+
+    monkeypatch.setattr(eng.runner.model, "forward", spy)
+    monkeypatch.setattr(plan, "LONG_CONTEXT", 24)
+    eng.generate([[1] + list(range(50, 70))], SamplingParams(max_tokens=6, temperature=0.0))
+    assert seen and all(long == (n >= 24) for n, long in seen)
+    assert {long for _, long in seen} == {False, True}

@@ -72,6 +72,7 @@ def paged_attention(
     scale: float,
     out: torch.Tensor | None = None,  # [T, Hq, D] q.dtype
     quant: str | None = None,  # int8 layout for the Triton version's fused quantization; unused
+    long_context: bool = False,  # picks the Triton version's loop (plan.LONG_CONTEXT); unused
 ) -> torch.Tensor:
     check_attention_args(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens)
     if out is None:

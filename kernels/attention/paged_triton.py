@@ -22,6 +22,7 @@ from localllm.kernels.fused.quant_act import QUANT_CODES, QAct
 from localllm.kernels.fused.quant_act_triton import act_buffers
 from localllm.kernels.pdl import pdl_args
 from localllm.kernels.plan import ATTN_DECODE_MAX_Q as DECODE_MAX_Q
+from localllm.kernels.plan import mha_int8_kdot
 from localllm.kernels.scratch import ZeroScratch
 
 MIN_PART = 128  # fewest KV tokens per decode partition
@@ -99,6 +100,24 @@ def kv_widen(kv_dtype: torch.dtype, act_dtype: torch.dtype, props: DeviceProps, 
     return int(gpu and fits and kv_dtype == torch.int8 and act_dtype == torch.float16)
 
 
+# long-context steps of one query row per KV head (MHA decode, e.g. llama2-7b) over int8 KV
+# (`plan.mha_int8_kdot`): the scores by `dp4a` on the raw int8 words against the query quantized
+# per 32 elements, no K widening (`_kdot_step`); P V in fp16 with V widened (1) or on int8 with
+# P quantized per tile (2, P to 8 bits), 128-token tiles. H200, one layer with its merge, us
+# (tensor-core scores -> 1 / 2; scripts/ab_attention.py, benchmarks/session28): 1,024 tokens
+# 12.0 -> 12.7 / 11.3, 4,161 25.2 -> 25.6 / 23.8, 16,513 71.5 -> 59.3 / 92.5
+MHA_INT8_KDOT = 1
+KDOT_BLOCK_N = 128
+
+
+def kv_dot(kv_dtype: torch.dtype, act_dtype: torch.dtype, max_q_len: int, group: int,
+           d: int, long_context: bool) -> int:  # fmt: skip
+    """The KDOT of a launch: MHA_INT8_KDOT for a long-context step (`plan.LONG_CONTEXT`) that
+    `plan.mha_int8_kdot` admits, else 0 (the tensor-core scores)."""
+    fits = long_context and mha_int8_kdot(kv_dtype, act_dtype, max_q_len, group, d)
+    return MHA_INT8_KDOT if fits else 0
+
+
 def attn_smem(block_m: int, block_n: int, d_pad: int, elt: int, stages: int) -> int:
     """Shared memory of one attention program, bytes: an upper bound of what Triton 3.9
     allocates on sm_86 and sm_90 (`stages` K and V tiles, the Q and P tiles; `elt` 4 for fp32
@@ -120,13 +139,17 @@ def plan_launch(
     stages: int = 2,
     quantized: bool = False,
     widen: int = 0,
+    kdot: int = 0,
 ) -> Plan:
     """Tile sizes and KV split for one call; `parts` forces the split (tests). `smem`: the
     GPU's shared memory per block; tiles shrink until `attn_smem` fits it (`elt`: bytes per
     activation element, `stages`: the pipeline depth of the launch; `quantized`: an int8 /
-    fp8 KV cache; `widen`: how its tiles are widened, `kv_widen`)."""
+    fp8 KV cache; `widen`: how its tiles are widened, `kv_widen`; `kdot`: the launch scores
+    by `dp4a`, `kv_dot`)."""
     block_n = 64 if d_pad <= 128 else 32
-    if quantized and max_q_len <= 1 and group == 1 and not widen:
+    if kdot:
+        block_n = KDOT_BLOCK_N
+    elif quantized and max_q_len <= 1 and group == 1 and not widen:
         # one query row per KV head (MHA) over int8 / fp8 KV converted by Triton: 32-token
         # tiles (H200, scripts/sweep_long_attention.py, llama2-7b int8 at 16K: 100.8 us per
         # layer, the best of 54 variants incl. 64-token tiles at 1-3 stages). Widened by PTX
@@ -239,6 +262,7 @@ def run_paged_attention(
     seq_lens: torch.Tensor, max_q_len: int, max_seq_len: int, scale: float,
     out: torch.Tensor | None = None, parts: int | None = None, num_stages: int | None = None,
     quant: str | None = None, props: DeviceProps | None = None, live_parts: int | None = None,
+    long_context: bool = False,
 ) -> torch.Tensor | QAct:  # fmt: skip
     """paged_attention with a forced number of KV partitions / pipeline stages (tests, bench).
     With `quant` (an int8 layout), one token and a split-KV plan, the merge also writes the
@@ -248,7 +272,9 @@ def run_paged_attention(
     combines them (one partition writes the output directly); longer chunks over a split KV
     take the separate merge kernel with the planned partition length. `props`: the GPU the
     plan is for (default: q's device; the interpreter plans one partition). `live_parts`
-    forces how many partitions a decode's live context is spread over (tests)."""
+    forces how many partitions a decode's live context is spread over (tests). `long_context`:
+    the step is a long-context step (`plan.LONG_CONTEXT`), which picks the kernel's loop
+    (`kv_dot`), not what it computes."""
     check_attention_args(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens)
     _check_layout(q, k_cache, v_cache, k_scale, v_scale, block_tables)
     kv_quant = is_quantized(k_cache.dtype)
@@ -264,9 +290,10 @@ def run_paged_attention(
     gpu = props or device_props(q.device)
     target = target_programs(gpu) if props or q.device.type == "cuda" else 1
     widen = kv_widen(k_cache.dtype, q.dtype, gpu, max(max_q_len, 1) * group)
+    kdot = kv_dot(k_cache.dtype, q.dtype, max_q_len, group, d, long_context)
     plan = plan_launch(batch, n_kv, group, d_pad, max_q_len, max_seq_len, target, parts,
                        gpu.smem_per_block, q.element_size(), num_stages, kv_quant,
-                       widen)  # fmt: skip
+                       widen, kdot)  # fmt: skip
     ks = k_scale if kv_quant and k_scale is not None else k_cache  # dummies for float caches
     vs = v_scale if kv_quant and v_scale is not None else v_cache
     split = plan.parts > 1
@@ -293,7 +320,7 @@ def run_paged_attention(
         live_cap=(live_parts or plan.live_cap) if merge else 1,
         PART_TILES=DECODE_PART_TILES,
         MERGE_ROWS=plan.merge_rows if merge else 1, MERGE_PARTS=plan.merge_parts if merge else 1,
-        PREFETCH=plan.prefetch, WIDEN=widen,
+        PREFETCH=plan.prefetch, WIDEN=widen, KDOT=kdot, EMU=interpreting(),
     )  # fmt: skip
     if split and not merge:
         _merge_kernel[(t, hq)](
@@ -324,9 +351,11 @@ def paged_attention(
     scale: float,
     out: torch.Tensor | None = None,
     quant: str | None = None,
+    long_context: bool = False,
 ) -> torch.Tensor | QAct:
     """Same contract as the reference in attention.py; returns [T, Hq, D] in q.dtype, or with
-    `quant` possibly a QAct of the output as [1, Hq D] rows (see run_paged_attention).
+    `quant` possibly a QAct of the output as [1, Hq D] rows (see run_paged_attention;
+    `long_context` picks the kernel's loop there).
 
     Rows past cu_seqlens_q[-1] (if any) are left unwritten.
     """
@@ -344,4 +373,5 @@ def paged_attention(
         scale,
         out,
         quant=quant,
+        long_context=long_context,
     )

@@ -22,6 +22,7 @@ import triton.language as tl
 
 from localllm.kernels.fused.quant_act_triton import _quant_store
 from localllm.kernels.pdl import pdl_enter, pdl_trigger, pdl_wait
+from localllm.kernels.quant.dp4a_ops_triton import dp4a
 
 # int8 -> fp16 four values at a time (WIDEN = 1): x ^ 0x80 is the byte x + 128, PRMT puts 0x64
 # above each byte (the fp16 1024 + x + 128) and one f16x2 subtract of 1152 leaves x, exactly.
@@ -183,6 +184,8 @@ def _attn_kernel(
     MERGE_PARTS: tl.constexpr = 1,
     PREFETCH: tl.constexpr = False,
     WIDEN: tl.constexpr = 0,
+    KDOT: tl.constexpr = 0,
+    EMU: tl.constexpr = False,
 ):
     # the step's inputs (cu_seqlens, seq_lens, the block table of the first KV tile: uploaded
     # before its first kernel) are read before the PDL wait; q and the KV cache (with this
@@ -234,6 +237,8 @@ def _attn_kernel(
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, D_PAD], tl.float32)
+    if KDOT > 0:  # one query row (row 0) to int8 words and its per-32 scales (`_q_words`)
+        qw, dq = _q_words(tl.sum(tl.where(m[:, None] == 0, q.to(tl.float32), 0.0), axis=0), D_PAD)
     if PREFETCH:  # the tile in registers, in the cache's dtype (converted when used)
         k_r, ks_r, v_r, vs_r = _kv_tile(K, V, KS, VS, page_next.to(tl.int64), n, n < hi, h,
                                         stride_kb, stride_kh, stride_kt, stride_vb, stride_vh,
@@ -245,29 +250,38 @@ def _attn_kernel(
         n = n0 + tl.arange(0, BLOCK_N)  # [BLOCK_N] KV positions
         n_ok = n < hi
         nn = n + BLOCK_N
-        if PREFETCH:  # next tile's KV in flight while this one computes, pages a tile further
-            k_n, ks_n, v_n, vs_n = _kv_tile(K, V, KS, VS, page_next.to(tl.int64), nn, nn < hi,
-                                            h, stride_kb, stride_kh, stride_kt, stride_vb,
-                                            stride_vh, stride_vt, stride_ksb, stride_ksh,
-                                            stride_vsb, stride_vsh, d, dmask, BLOCK_SIZE,
-                                            QUANT, K.dtype.element_ty, 0)  # fmt: skip
-            page_next = tl.load(bt + (nn + BLOCK_N) // BLOCK_SIZE, mask=nn + BLOCK_N < hi,
-                                other=0)  # fmt: skip
-            k = _widen(k_r, Q.dtype.element_ty, WIDEN)
-            v = _widen(v_r, Q.dtype.element_ty, WIDEN)
-            ks, vs = ks_r, vs_r
-            k_r, ks_r, v_r, vs_r = k_n, ks_n, v_n, vs_n
-        else:
+        if KDOT > 0:  # one query row over int8 KV: Q K^T by dp4a (`_kdot_step`)
             page = page_next.to(tl.int64)
             page_next = tl.load(bt + nn // BLOCK_SIZE, mask=nn < hi, other=0)
-            k, ks, v, vs = _kv_tile(K, V, KS, VS, page, n, n_ok, h, stride_kb, stride_kh,
-                                    stride_kt, stride_vb, stride_vh, stride_vt, stride_ksb,
-                                    stride_ksh, stride_vsb, stride_vsh, d, dmask, BLOCK_SIZE,
-                                    QUANT, Q.dtype.element_ty, WIDEN)  # fmt: skip
-        visible = n_ok[None, :] & (n[None, :] <= qpos[:, None])  # [BLOCK_M, BLOCK_N]
-        m_i, l_i, acc = _online_softmax_step(
-            q, k, ks, v, vs, visible, m_i, l_i, acc, qk_scale, QUANT, IEEE
-        )
+            m_i, l_i, acc = _kdot_step(K, V, KS, VS, page, n % BLOCK_SIZE, n_ok, h, qw, dq, m,
+                                       m_i, l_i, acc, qk_scale, stride_kb, stride_kh, stride_kt,
+                                       stride_vb, stride_vh, stride_vt, stride_ksb, stride_ksh,
+                                       stride_vsb, stride_vsh, d, Q.dtype.element_ty, D_PAD,
+                                       KDOT, WIDEN, EMU)  # fmt: skip
+        else:
+            if PREFETCH:  # next tile's KV in flight while this one computes, pages a tile further
+                k_n, ks_n, v_n, vs_n = _kv_tile(K, V, KS, VS, page_next.to(tl.int64), nn, nn < hi,
+                                                h, stride_kb, stride_kh, stride_kt, stride_vb,
+                                                stride_vh, stride_vt, stride_ksb, stride_ksh,
+                                                stride_vsb, stride_vsh, d, dmask, BLOCK_SIZE,
+                                                QUANT, K.dtype.element_ty, 0)  # fmt: skip
+                page_next = tl.load(bt + (nn + BLOCK_N) // BLOCK_SIZE, mask=nn + BLOCK_N < hi,
+                                    other=0)  # fmt: skip
+                k = _widen(k_r, Q.dtype.element_ty, WIDEN)
+                v = _widen(v_r, Q.dtype.element_ty, WIDEN)
+                ks, vs = ks_r, vs_r
+                k_r, ks_r, v_r, vs_r = k_n, ks_n, v_n, vs_n
+            else:
+                page = page_next.to(tl.int64)
+                page_next = tl.load(bt + nn // BLOCK_SIZE, mask=nn < hi, other=0)
+                k, ks, v, vs = _kv_tile(K, V, KS, VS, page, n, n_ok, h, stride_kb, stride_kh,
+                                        stride_kt, stride_vb, stride_vh, stride_vt, stride_ksb,
+                                        stride_ksh, stride_vsb, stride_vsh, d, dmask, BLOCK_SIZE,
+                                        QUANT, Q.dtype.element_ty, WIDEN)  # fmt: skip
+            visible = n_ok[None, :] & (n[None, :] <= qpos[:, None])  # [BLOCK_M, BLOCK_N]
+            m_i, l_i, acc = _online_softmax_step(
+                q, k, ks, v, vs, visible, m_i, l_i, acc, qk_scale, QUANT, IEEE
+            )
     o = acc / tl.maximum(l_i, 1e-30)[:, None]  # rows that saw no key (l_i = 0) output zeros
     omask = rows[:, None] & dmask[None, :]
     if MERGE:  # decode split-KV, merged here: the partitions that hold keys of this sequence
@@ -308,6 +322,58 @@ def _attn_kernel(
     else:
         optr = OUT + tok[:, None] * stride_ot + head[:, None] * stride_oh + d[None, :]
         tl.store(optr, o.to(OUT.dtype.element_ty), mask=omask)
+
+
+@triton.jit
+def _q_words(q0, D: tl.constexpr):
+    """One query row q0 [D] (fp32) -> (its int8 values as int32 words [D / 4], byte j of word w
+    = element 4 w + j; the scale of each 32 elements [D / 32]): rounded as `quant_act` rounds."""
+    qg = tl.reshape(q0, [D // 32, 32])
+    amax = tl.max(tl.abs(qg), axis=1)
+    inv = tl.where(amax > 0, 127.0 / amax, 0.0)
+    qi = tl.minimum(tl.maximum(tl.floor(qg * inv[:, None] + 0.5), -127.0), 127.0).to(tl.int32)
+    qb = tl.reshape(qi, [D // 4, 4]) & 255
+    return tl.sum(qb << (8 * tl.arange(0, 4))[None, :], axis=1), amax / 127.0
+
+
+@triton.jit
+def _kdot_step(K, V, KS, VS, page, off, ok, h, qw, dq, m, m_i, l_i, acc, qk_scale, stride_kb,
+               stride_kh, stride_kt, stride_vb, stride_vh, stride_vt, stride_ksb, stride_ksh,
+               stride_vsb, stride_vsh, d, DTYPE: tl.constexpr, D: tl.constexpr,
+               KDOT: tl.constexpr, WIDEN: tl.constexpr, EMU: tl.constexpr):  # fmt: skip
+    """One KV tile of one query row (row 0 of the [BLOCK_M, D] state) over int8 K / V: each
+    key's score is D / 4 `dp4a` of its raw words with the query's (`_q_words`), scaled per 32
+    elements and by the key's scale, no widening; P V on the tensor cores with V widened and P
+    in DTYPE (KDOT 1), or V as it is and P quantized to int8 per tile (KDOT 2: P to 8 bits).
+    Returns the updated (m_i, l_i, acc)."""
+    off = off.to(tl.int64)
+    kbase = page * stride_kb + h * stride_kh + off * stride_kt  # [BLOCK_N] bytes
+    kw = tl.load(K.to(tl.pointer_type(tl.int32)) + (kbase // 4)[:, None]
+                 + tl.arange(0, D // 4)[None, :], mask=ok[:, None], other=0)  # fmt: skip
+    prod = dp4a(tl.zeros_like(kw), kw, qw[None, :] + kw * 0, EMU, True)  # [BLOCK_N, D / 4]
+    sg = tl.sum(tl.reshape(prod, [kw.shape[0], D // 32, 8]), axis=2)  # [BLOCK_N, D / 32]
+    s = tl.sum(sg.to(tl.float32) * dq[None, :], axis=1)  # [BLOCK_N]
+    ks = tl.load(KS + page * stride_ksb + h * stride_ksh + off, mask=ok, other=0.0)
+    s = tl.where(ok, s * ks * qk_scale, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, axis=0))  # [BLOCK_M], every row the same
+    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+    alpha = tl.exp2(m_i - m_safe)
+    pr = tl.exp2(s - tl.max(m_safe, axis=0))  # [BLOCK_N]
+    l_i = l_i * alpha + tl.sum(pr, axis=0)
+    vs = tl.load(VS + page * stride_vsb + h * stride_vsh + off, mask=ok, other=0.0)
+    w = pr * vs
+    vt = tl.load(V + (page * stride_vb + h * stride_vh + off * stride_vt)[:, None] + d[None, :],
+                 mask=ok[:, None], other=0)  # int8 [BLOCK_N, D]  # fmt: skip
+    if KDOT == 1:
+        p16 = tl.where(m[:, None] == 0, w[None, :], 0.0).to(DTYPE)
+        acc = acc * alpha[:, None] + tl.dot(p16, _widen(vt, DTYPE, WIDEN))
+    else:
+        wmax = tl.max(w, axis=0)
+        wq = tl.floor(w * tl.where(wmax > 0, 127.0 / wmax, 0.0) + 0.5)
+        p8 = tl.where(m[:, None] == 0, wq[None, :], 0.0).to(tl.int8)
+        part = tl.dot(p8, vt, out_dtype=tl.int32).to(tl.float32) * (wmax / 127.0)
+        acc = acc * alpha[:, None] + part
+    return m_new, l_i, acc
 
 
 @triton.jit

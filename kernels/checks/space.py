@@ -20,6 +20,7 @@ import torch
 from localllm.config import BLOCK_SIZES
 from localllm.kernels.attention.kv_dtypes import KV_DTYPES, KVDtype
 from localllm.kernels.attention.paged_triton import (
+    kv_dot,
     kv_stages,
     kv_widen,
     plan_launch,
@@ -50,6 +51,7 @@ from localllm.kernels.plan import (
     MM_MAX_T,
     LinearKernel,
     linear_kernel,
+    long_context_step,
     qkv_fusable,
 )
 from localllm.kernels.quant import ALL, KERNEL_FORMATS, awq, kernel_facts
@@ -186,20 +188,28 @@ def _attention_cases(props: DeviceProps, m: ModelShape) -> Iterator[Case]:
                     for seq in SEQ_LENS:
                         if seq < q_len:
                             continue
-                        d_pad = max(16, 1 << (m.head_dim - 1).bit_length())
-                        q = kv.quantized  # planned as run_paged_attention plans it
-                        plan = plan_launch(batch, m.n_kv, m.n_q // m.n_kv, d_pad, q_len, seq,
-                                           target_programs(props), None, props.smem_per_block,
-                                           dtype.itemsize, kv_stages(q), q,
-                                           kv_widen(kv.dtype, dtype, props,
-                                                    q_len * (m.n_q // m.n_kv)))  # fmt: skip
-                        key = (kv, dtype, bs, plan, _spec(batch * q_len), _spec(-(-seq // bs)))
-                        yield key, functools.partial(_attention, props, m, kv, dtype, bs, batch,
-                                                     q_len, seq)  # fmt: skip
+                        # a long-context step (plan.LONG_CONTEXT) and, in a CUDA graph whose
+                        # window is `seq`, a step of a shorter context
+                        for long in {False, long_context_step(seq)}:
+                            yield from _attention_case(props, m, kv, dtype, bs, batch, q_len,
+                                                       seq, long)  # fmt: skip
+
+
+def _attention_case(props: DeviceProps, m: ModelShape, kv: KVDtype, dtype: torch.dtype, bs: int,
+                    batch: int, q_len: int, seq: int, long: bool) -> Iterator[Case]:  # fmt: skip
+    d_pad = max(16, 1 << (m.head_dim - 1).bit_length())
+    q = kv.quantized  # planned as run_paged_attention plans it
+    group = m.n_q // m.n_kv
+    kdot = kv_dot(kv.dtype, dtype, q_len, group, m.head_dim, long)
+    plan = plan_launch(batch, m.n_kv, group, d_pad, q_len, seq, target_programs(props), None,
+                       props.smem_per_block, dtype.itemsize, kv_stages(q), q,
+                       kv_widen(kv.dtype, dtype, props, q_len * group), kdot)  # fmt: skip
+    key = (kv, dtype, bs, plan, kdot, _spec(batch * q_len), _spec(-(-seq // bs)))
+    yield key, functools.partial(_attention, props, m, kv, dtype, bs, batch, q_len, seq, long)
 
 
 def _attention(props: DeviceProps, m: ModelShape, kv: KVDtype, dtype: torch.dtype, bs: int,
-               batch: int, q_len: int, seq: int) -> None:  # fmt: skip
+               batch: int, q_len: int, seq: int, long: bool = False) -> None:  # fmt: skip
     """`paged_attention` as the model calls it (int8 output form for one decode token)."""
     t, d = batch * q_len, m.head_dim
     blocks = -(-seq // bs)
@@ -210,6 +220,7 @@ def _attention(props: DeviceProps, m: ModelShape, kv: KVDtype, dtype: torch.dtyp
             _t(t, m.n_q, d, dtype=dtype), cache, cache, scale, scale,
             _t(batch, blocks, dtype=torch.int32), _t(batch + 1, dtype=torch.int32),
             _t(batch, dtype=torch.int32), q_len, seq, d**-0.5, quant=quant, props=props,
+            long_context=long,
         )  # fmt: skip
 
 

@@ -4,7 +4,10 @@ At batch 1 on a fast GPU, kernel launch overhead is what separates us from the b
 ceiling; a graph replays the whole forward (and the logits GEMV) with one launch.
 
 Kinds per bucket b (the layout of each: graph_layout.py):
-- decode: b sequences with one query token each (rows 0..b-1);
+- decode: b sequences with one query token each (rows 0..b-1); where the model's attention
+  has a long-context loop (kernels/plan.py `long_context_loop`: MHA over int8 KV), a second
+  decode graph per bucket for steps whose longest sequence holds LONG_CONTEXT tokens or more,
+  up to the most such sequences the KV pool holds;
 - mixed: the same b decode rows plus one prefill chunk of up to C tokens. With
   --decode-prefill-chunk <= C a long prompt is prefilled beside running streams without
   stalling them;
@@ -26,6 +29,7 @@ from localllm.config import DECODE_PREFILL_CHUNK_GPU
 from localllm.engine.graph_layout import GraphKey, StepBuffers
 from localllm.kernels.pdl import forced as pdl_forced
 from localllm.kernels.pdl import pdl_enabled
+from localllm.kernels.plan import LONG_CONTEXT, long_context_loop, long_context_step
 
 if TYPE_CHECKING:
     from localllm.engine.runner import ModelRunner
@@ -90,6 +94,7 @@ class GraphRunner:
         )
         vmax = min(max_batch, spec_max_batch)
         self.verify_buckets = [b for b in self.buckets if b < vmax] + [vmax] if vmax else []
+        self.long_buckets = self._long_buckets()
         # no chunk is longer than the step budget or the context
         longest = min(runner.cfg.max_num_batched_tokens, runner.max_model_len)
         self.prefill_sizes = prefill_graph_sizes(longest)
@@ -100,9 +105,21 @@ class GraphRunner:
         self.graphs: dict[GraphKey, torch.cuda.CUDAGraph] = {}
         self.logits: dict[GraphKey, torch.Tensor] = {}
         self.greedy: dict[GraphKey, torch.Tensor] = {}  # argmax of each logits row
-        self.replays = {"decode": 0, "mixed": 0, "prefill": 0, "verify": 0}
+        self.replays = {"decode": 0, "long": 0, "mixed": 0, "prefill": 0, "verify": 0}
         self.enabled = True
         self._capture_or_fall_back()
+
+    def _long_buckets(self) -> list[int]:
+        """The decode buckets that get a long-context graph: those up to the most sequences of
+        LONG_CONTEXT tokens the KV pool holds, when the model's attention has such a loop and
+        its context reaches it; else none."""
+        r, mc = self.runner, self.runner.model_cfg
+        loop = long_context_loop(r.kv.k[0].dtype, r.dtype, mc.n_heads // mc.n_kv_heads,
+                                 mc.head_dim)  # fmt: skip
+        most = min(self.max_batch, r.num_kv_tokens // LONG_CONTEXT)
+        if not loop or r.max_model_len < LONG_CONTEXT or most < 1:
+            return []
+        return [b for b in self.buckets if b < most] + [self._bucket(self.buckets, most) or most]
 
     def _capture_or_fall_back(self) -> None:
         """Capture every graph. If that fails while kernels launch with programmatic dependent
@@ -176,6 +193,7 @@ class GraphRunner:
                             "eagerly", c)  # fmt: skip
                 self._drop([prefill])
         plan = [GraphKey(b, 0) for b in self.buckets]
+        plan += [GraphKey(b, 0, 1, True) for b in self.long_buckets]
         plan += [GraphKey(b, self.mixed_chunk) for b in self.mixed_buckets]
         plan += [GraphKey(b, 0, w) for b in self.verify_buckets for w in self.verify_widths]
         for key in sorted(plan, key=lambda k: -k.tokens):
@@ -223,19 +241,24 @@ class GraphRunner:
             return None
         chunk = rest[0] if rest else None
         width = max((it.num_tokens for it in decodes), default=1)
-        key = self._key(len(decodes), chunk, width)
+        context = max((it.start + it.num_tokens for it in decodes), default=0)
+        key = self._key(len(decodes), chunk, width, long_context_step(context))
         if key is None or key not in self.graphs:
             return None
         return key, decodes, chunk
 
-    def _key(self, n_dec: int, chunk: ScheduledSeq | None, width: int) -> GraphKey | None:
+    def _key(self, n_dec: int, chunk: ScheduledSeq | None, width: int,
+             long: bool = False) -> GraphKey | None:  # fmt: skip
+        """The graph of a step of n_dec decodes (up to `width` query rows each) and `chunk`;
+        `long`: a long-context step, which plain decode runs in its long-context graph where
+        one was captured for the bucket."""
         if width > 1:  # speculative verification: decodes only
             w = self._bucket(self.verify_widths, width)
             b = self._bucket(self.verify_buckets, n_dec)
             return GraphKey(b, 0, w) if chunk is None and b and w else None
         if chunk is None:
             b = self._bucket(self.buckets, n_dec) if n_dec else None
-            return GraphKey(b, 0) if b else None
+            return GraphKey(b, 0, 1, long and b in self.long_buckets) if b else None
         if not n_dec:  # the smallest captured prefill graph that holds the chunk
             sizes = [c for c in self.prefill_sizes if GraphKey(0, c) in self.graphs]
             c = self._bucket(sizes, chunk.num_tokens)
@@ -259,7 +282,8 @@ class GraphRunner:
             assert key.w == 1 and not key.c, "only plain decode steps take ids on the device"
             self.buf.ids[: len(decodes)].copy_(ids_from[: len(decodes)], non_blocking=True)
         self.graphs[key].replay()
-        kind = "verify" if key.w > 1 else "decode" if not key.c else "mixed" if key.b else "prefill"
+        kind = "verify" if key.w > 1 else "long" if key.long else "decode" if not key.c else (
+            "mixed" if key.b else "prefill")  # fmt: skip
         self.replays[kind] += 1
         items = decodes + ([chunk] if chunk is not None else [])
         row_of = {id(it): r for it, r in zip(items, rows)}

@@ -1,7 +1,8 @@
 """Where each token of a replayed step sits in the CUDA graphs' fixed-shape inputs.
 
-A graph is captured for a key (b, c, w): b decode slots of w query rows each, then (c > 0)
-one prefill chunk of up to c rows. A decode that verifies k drafts feeds 1 + k <= w tokens and
+A graph is captured for a key (b, c, w, long): b decode slots of w query rows each, then (c > 0)
+one prefill chunk of up to c rows; `long` marks the plain decode graphs of long-context steps
+(ForwardBatch.long_context), captured apart because attention takes another loop there. A decode that verifies k drafts feeds 1 + k <= w tokens and
 sits in the last 1 + k rows of its slot; a chunk of c' < c tokens sits in the last c' rows
 (left padding: each real query row's position is seq_len - q_len + i, as the attention kernel
 assumes). Padding rows write no KV (slot -1); padding sequences have length 0. Plain decode
@@ -34,6 +35,7 @@ class GraphKey(NamedTuple):
     b: int  # decode slots
     c: int  # prefill chunk rows (0: none)
     w: int = 1  # query rows per decode slot (1 + the most drafts it verifies)
+    long: bool = False  # plain decode of a long-context step (kernels/plan.py LONG_CONTEXT)
 
     @property
     def tokens(self) -> int:
@@ -138,6 +140,7 @@ class StepBuffers:
             max_seq_len=max_seq_len,
             logits_indices=self.rows[:n_rows],
             logits_all_rows=key.c == 0,  # decode rows 0..b*w-1
+            long_context=key.long,
         )
 
     def reset(self, key: GraphKey) -> None:
@@ -165,7 +168,7 @@ class StepBuffers:
         if done is not None:  # this buffer's previous copy has left it (it almost always has)
             done.synchronize()
         h = self.host_np
-        b, c, w = key
+        b, c, w = key.b, key.c, key.w
         n_seq, nd = key.seqs, b * w  # sequences; decode rows
         assert len(decodes) <= b, f"{len(decodes)} decodes staged in a graph of {b} slots"
         ids, pos, slots = [0] * nd, [0] * nd, [-1] * nd

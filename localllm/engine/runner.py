@@ -33,6 +33,7 @@ from localllm.engine.scheduler import ScheduledBatch
 from localllm.errors import LocalLLMError, OutOfMemoryError
 from localllm.kernels.pdl import env_enabled as pdl_env_enabled
 from localllm.kernels.pdl import pdl_enabled
+from localllm.kernels.plan import long_context_step
 from localllm.kernels.registry import Ops
 from localllm.model.batch import ForwardBatch, KVCache
 from localllm.model.registry import ARCHS
@@ -231,6 +232,7 @@ class ModelRunner:
             max_seq_len=max(seq_lens),
             logits_indices=as_t(logits_rows, np.int64),
             logits_all_rows=len(logits_rows) == len(input_ids),  # rows ascend: all of them
+            long_context=long_context_step(max(seq_lens)),
         )
 
     def prepare(

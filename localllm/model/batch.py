@@ -19,6 +19,9 @@ class ForwardBatch:
     max_seq_len: int
     logits_indices: torch.Tensor  # [S] int64: rows whose logits are computed
     logits_all_rows: bool = False  # logits_indices is 0..T-1 (decode): no gather needed
+    # the longest sequence holds at least plan.LONG_CONTEXT tokens: attention may take its
+    # long-context loop (a kernel choice; the same attention within rounding)
+    long_context: bool = False
 
     @property
     def num_tokens(self) -> int:

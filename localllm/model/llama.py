@@ -98,6 +98,7 @@ class LlamaModel:
             fb.max_seq_len,
             self.scale,
             quant=self.act[i].o,
+            long_context=fb.long_context,
         )  # [T, Hq, D], or a QAct [1, Hq D] with its int8 form
         if not isinstance(o, QAct):
             o = o.reshape(T, cfg.q_size)
