@@ -133,6 +133,12 @@ def long_context_step(max_seq_len: int) -> bool:
     return max_seq_len >= LONG_CONTEXT
 
 
+def long_context_sequences(kv_tokens: int, max_model_len: int) -> int:
+    """How many sequences of a long-context step a KV pool of kv_tokens tokens holds (0 when
+    the context cannot reach LONG_CONTEXT)."""
+    return kv_tokens // LONG_CONTEXT if max_model_len >= LONG_CONTEXT else 0
+
+
 def long_context_loop(kv_dtype: torch.dtype, act_dtype: torch.dtype, group: int,
                       head_dim: int) -> bool:  # fmt: skip
     """Whether a model's plain decode steps run another attention loop when they are

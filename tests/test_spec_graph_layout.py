@@ -324,6 +324,11 @@ def test_long_context_decode_graphs(monkeypatch: pytest.MonkeyPatch) -> None:
     assert _long_graph_runner(monkeypatch, torch.float16, 32, 10**6).long_buckets == []
     assert _long_graph_runner(monkeypatch, torch.int8, 32, 10**6, 4096).long_buckets == []
     assert _long_graph_runner(monkeypatch, torch.int8, 32, LONG_CONTEXT - 1).long_buckets == []
+    from localllm.kernels import plan
+
+    with monkeypatch.context() as m:  # the threshold has one owner, read when it is used
+        m.setattr(plan, "LONG_CONTEXT", 256)
+        assert _long_graph_runner(m, torch.int8, 32, 1000, 1024).long_buckets == [1, 2, 4]
     g.graphs = {GraphKey(b, 0): None for b in g.buckets}
     g.graphs.update({GraphKey(b, 0, 1, True): None for b in g.long_buckets})
 

@@ -29,7 +29,7 @@ from localllm.config import DECODE_PREFILL_CHUNK_GPU
 from localllm.engine.graph_layout import GraphKey, StepBuffers
 from localllm.kernels.pdl import forced as pdl_forced
 from localllm.kernels.pdl import pdl_enabled
-from localllm.kernels.plan import LONG_CONTEXT, long_context_loop, long_context_step
+from localllm.kernels.plan import long_context_loop, long_context_sequences, long_context_step
 
 if TYPE_CHECKING:
     from localllm.engine.runner import ModelRunner
@@ -116,8 +116,8 @@ class GraphRunner:
         r, mc = self.runner, self.runner.model_cfg
         loop = long_context_loop(r.kv.k[0].dtype, r.dtype, mc.n_heads // mc.n_kv_heads,
                                  mc.head_dim)  # fmt: skip
-        most = min(self.max_batch, r.num_kv_tokens // LONG_CONTEXT)
-        if not loop or r.max_model_len < LONG_CONTEXT or most < 1:
+        most = min(self.max_batch, long_context_sequences(r.num_kv_tokens, r.max_model_len))
+        if not loop or most < 1:
             return []
         return [b for b in self.buckets if b < most] + [self._bucket(self.buckets, most) or most]
 
