@@ -339,6 +339,18 @@ def test_triton_gpu_decode_realistic(kv_dtype, hq, hkv, d) -> None:
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("hq,d,bs", [(32, 128, 16), (16, 64, 32)])
+def test_triton_gpu_long_context_mha_int8(dtype, hq, d, bs) -> None:
+    """Long-context steps of MHA over int8 KV (the dp4a scores, fp16 and bf16 activations) at
+    llama2-like shapes: one sequence of up to 9K tokens, then six of up to 8.3K (random
+    lengths), within q's int8 rounding of the reference."""
+    for b, max_len in ((1, 9000), (6, 8300)):
+        batch = make_batch(_random_seqs(b, max_len, 1, b + d), hq, hq, d, bs, torch.int8, dtype)
+        _compare_triton(batch, d**-0.5, ACT_TOL[dtype], long_context=True)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("kv_dtype", [torch.float16, torch.int8, torch.float8_e4m3fn])
 @pytest.mark.parametrize("hq,hkv,d,bs", [(32, 8, 128, 16), (8, 2, 64, 32), (16, 16, 64, 16)])
 def test_triton_gpu_prefill_realistic(kv_dtype, hq, hkv, d, bs) -> None:
