@@ -63,8 +63,8 @@ ATTN_DECODE_MAX_Q = 16
 # (`mha_int8_kdot`), which reads the same bytes with fewer instructions. The engine captures
 # separate decode graphs for such steps, so neither loop pays for the other. H200, llama2-7b
 # int8 KV, one layer with its merge (benchmarks/session28): 4,161 tokens 25.2 -> 25.9 us,
-# 16,513 tokens 71.5 -> 59.3 us; end to end, dp4a scores everywhere: depth 0 -9.2%, 4,096 -2.0%,
-# 16,384 +11.9%
+# 16,513 tokens 71.5 -> 59.3 us; end to end with these graphs (session 33), tok/s: depth 8,192
+# 385.8 -> 384.4 (the crossover), 16,384 276.2 -> 308.1, shorter depths unchanged
 LONG_CONTEXT = 8192
 
 

@@ -1,13 +1,14 @@
 """Where each token of a replayed step sits in the CUDA graphs' fixed-shape inputs.
 
-A graph is captured for a key (b, c, w, long): b decode slots of w query rows each, then (c > 0)
-one prefill chunk of up to c rows; `long` marks the plain decode graphs of long-context steps
-(ForwardBatch.long_context), captured apart because attention takes another loop there. A decode that verifies k drafts feeds 1 + k <= w tokens and
-sits in the last 1 + k rows of its slot; a chunk of c' < c tokens sits in the last c' rows
-(left padding: each real query row's position is seq_len - q_len + i, as the attention kernel
-assumes). Padding rows write no KV (slot -1); padding sequences have length 0. Plain decode
-graphs have w = 1; verify graphs (w = 1 + K) have no chunk; logits come from every decode
-row (all b * w rows) and from the chunk's last row.
+A graph is captured for a key (b, c, w, long): b decode slots of w query rows each, then
+(c > 0) one prefill chunk of up to c rows; `long` marks the plain decode graphs of long-context
+steps (ForwardBatch.long_context), captured apart because attention takes another loop there.
+A decode that verifies k drafts feeds 1 + k <= w tokens and sits in the last 1 + k rows of its
+slot; a chunk of c' < c tokens sits in the last c' rows (left padding: each real query row's
+position is seq_len - q_len + i, as the attention kernel assumes). Padding rows write no KV
+(slot -1); padding sequences have length 0. Plain decode graphs have w = 1; verify graphs
+(w = 1 + K) have no chunk; logits come from every decode row (all b * w rows) and from the
+chunk's last row.
 
 Pure layout: numpy staging into a host buffer whose used prefix is copied to the device in one
 go, and the ForwardBatch of device views a graph is captured with. Testable on the CPU. Two
