@@ -86,24 +86,18 @@ def kv_stages(quantized: bool) -> int:
 WIDEN_MAX_ROWS = 32
 
 
-# how int8 KV is widened by PTX (`_widen`): 1 exactly (5 instructions per 4 values), 2 with
-# the bias the kernel takes out of its dot products (3 instructions per 4 values)
-WIDEN_PTX = 2
-
-
 def kv_widen(kv_dtype: torch.dtype, act_dtype: torch.dtype, props: DeviceProps, rows: int) -> int:
     """How `_attn_kernel` widens the KV tiles of a launch whose tiles hold up to `rows` query
-    rows (its WIDEN): WIDEN_PTX, int8 KV under fp16 activations on a GPU, up to WIDEN_MAX_ROWS
-    rows, by packed-fp16 PTX (`_widen`); 0, Triton's conversion (other dtypes, longer chunks,
-    the interpreter, which runs no PTX; tests emulate the biased tiles there with 3). H200, cold KV, us per layer, Triton's conversion -> PTX
+    rows (its WIDEN): 1, int8 KV under fp16 activations on a GPU, up to WIDEN_MAX_ROWS rows,
+    by packed-fp16 PTX (`_I8_TO_F16`); 0, Triton's conversion (other dtypes, longer chunks, the
+    interpreter, which runs no PTX). H200, cold KV, us per layer, Triton's conversion -> PTX
     (`scripts/ab_attention.py`, benchmarks/session22): one token, llama2-7b 1,024 / 4,161 /
     16,513 tokens 14.2 / 26.9 / 92.8 -> 12.1 / 25.3 / 71.4 (with the 64-token tiles of
     `plan_launch`), llama3-8b 16,513 tokens 31.6 -> 29.7; 5 verify rows, llama2-7b 4,161
     tokens 37.5 -> 25.5."""
     gpu = props.name != "interpreter" and not interpreting()
     fits = rows <= WIDEN_MAX_ROWS
-    ok = gpu and fits and kv_dtype == torch.int8 and act_dtype == torch.float16
-    return WIDEN_PTX if ok else 0
+    return int(gpu and fits and kv_dtype == torch.int8 and act_dtype == torch.float16)
 
 
 # long-context steps of one query row per KV head (MHA decode, e.g. llama2-7b) over int8 KV

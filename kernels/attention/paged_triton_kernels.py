@@ -38,36 +38,18 @@ _I8_TO_F16 = tl.constexpr("""{
     sub.rn.f16x2 $0, $0, c;
     sub.rn.f16x2 $1, $1, c;
 }""")
-# the same without the subtraction (WIDEN = 2): the tile holds x + BIAS, exactly (1024..1279
-# are whole fp16 numbers), 3 instructions per 4 values; the kernel takes the bias out of the
-# two dot products instead, once per row and tile: q . (k + BIAS) = q . k + BIAS sum(q), and
-# p (v + BIAS) = p v + BIAS sum(p), in their fp32 accumulators
-_I8_TO_F16_BIASED = tl.constexpr("""{
-    .reg .b32 t, b;
-    mov.b32 b, 0x64646464;
-    xor.b32 t, $2, 0x80808080;
-    prmt.b32 $0, t, b, 0x4140;
-    prmt.b32 $1, t, b, 0x4342;
-}""")
-BIAS: tl.constexpr = 1152.0
 
 
 @triton.jit
 def _widen(x, DTYPE: tl.constexpr, WIDEN: tl.constexpr):
     """A KV tile in the activations' dtype: WIDEN 1, int8 -> fp16 by `_I8_TO_F16` (GPU only);
-    2, int8 + BIAS in fp16 by `_I8_TO_F16_BIASED` (GPU only); 3, the same by plain Triton ops
-    (the interpreter: tests); 0, Triton's conversion. The asm is marked impure so that Triton
-    widens the tile where it was loaded (16 bytes a thread) and moves fp16 into the MMA's layout
-    (STS.128 / LDSM); as a pure op it was moved after an int8 layout change again (sm_90 SASS,
-    MHA decode loop: 564 instructions per 32-token tile with `.to`, 537 pure, 427 impure)."""
+    0, Triton's conversion. The asm is marked impure so that Triton widens the tile where it
+    was loaded (16 bytes a thread) and moves fp16 into the MMA's layout (STS.128 / LDSM); as a
+    pure op it was moved after an int8 layout change again (sm_90 SASS, MHA decode loop: 564
+    instructions per 32-token tile with `.to`, 537 pure, 427 impure)."""
     if WIDEN == 1:
         return tl.inline_asm_elementwise(_I8_TO_F16, "=r,=r,r", [x], dtype=tl.float16,
                                          is_pure=False, pack=4)  # fmt: skip
-    elif WIDEN == 2:
-        return tl.inline_asm_elementwise(_I8_TO_F16_BIASED, "=r,=r,r", [x], dtype=tl.float16,
-                                         is_pure=False, pack=4)  # fmt: skip
-    elif WIDEN == 3:
-        return (x.to(tl.int32) + 1152).to(tl.float16)
     else:
         return x.to(DTYPE)
 
@@ -126,14 +108,10 @@ def _dot(a, b, IEEE: tl.constexpr):
 
 @triton.jit
 def _online_softmax_step(
-    q, k, ks, v, vs, visible, m_i, l_i, acc, qk_scale, q_bias, QUANT: tl.constexpr,
-    IEEE: tl.constexpr, WIDEN: tl.constexpr,
-):  # fmt: skip
-    """One KV tile of flash attention in base 2: returns the updated (m_i, l_i, acc). With
-    tiles widened with BIAS (WIDEN >= 2), q_bias [BLOCK_M] = BIAS sum(q) of each row."""
+    q, k, ks, v, vs, visible, m_i, l_i, acc, qk_scale, QUANT: tl.constexpr, IEEE: tl.constexpr
+):
+    """One KV tile of flash attention in base 2: returns the updated (m_i, l_i, acc)."""
     s = _dot(q, tl.trans(k), IEEE)  # [BLOCK_M, BLOCK_N]
-    if WIDEN >= 2:  # tiles widened with BIAS
-        s = s - q_bias[:, None]
     if QUANT:
         s = s * ks[None, :]  # per-token K scale factors out of the dot product
     s = tl.where(visible, s * qk_scale, float("-inf"))
@@ -144,11 +122,7 @@ def _online_softmax_step(
     l_i = l_i * alpha + tl.sum(prob, axis=1)
     if QUANT:
         prob = prob * vs[None, :]  # per-token V scale folded into the probabilities
-    p = prob.to(v.dtype)
-    pv = _dot(p, v, IEEE)
-    if WIDEN >= 2:  # tiles widened with BIAS
-        pv = pv - BIAS * tl.sum(p.to(tl.float32), axis=1)[:, None]
-    acc = acc * alpha[:, None] + pv
+    acc = acc * alpha[:, None] + _dot(prob.to(v.dtype), v, IEEE)
     return m_new, l_i, acc
 
 
@@ -263,7 +237,6 @@ def _attn_kernel(
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, D_PAD], tl.float32)
-    q_bias = BIAS * tl.sum(q.to(tl.float32), axis=1)  # [BLOCK_M] (`_online_softmax_step`)
     if KDOT > 0:  # one query row (row 0) to int8 words and its per-32 scales (`_q_words`)
         qw, dq = _q_words(tl.sum(tl.where(m[:, None] == 0, q.to(tl.float32), 0.0), axis=0), D_PAD)
     if PREFETCH:  # the tile in registers, in the cache's dtype (converted when used)
@@ -307,7 +280,7 @@ def _attn_kernel(
                                         QUANT, Q.dtype.element_ty, WIDEN)  # fmt: skip
             visible = n_ok[None, :] & (n[None, :] <= qpos[:, None])  # [BLOCK_M, BLOCK_N]
             m_i, l_i, acc = _online_softmax_step(
-                q, k, ks, v, vs, visible, m_i, l_i, acc, qk_scale, q_bias, QUANT, IEEE, WIDEN
+                q, k, ks, v, vs, visible, m_i, l_i, acc, qk_scale, QUANT, IEEE
             )
     o = acc / tl.maximum(l_i, 1e-30)[:, None]  # rows that saw no key (l_i = 0) output zeros
     omask = rows[:, None] & dmask[None, :]
@@ -393,10 +366,7 @@ def _kdot_step(K, V, KS, VS, page, off, ok, h, qw, dq, m, m_i, l_i, acc, qk_scal
                  mask=ok[:, None], other=0)  # int8 [BLOCK_N, D]  # fmt: skip
     if KDOT == 1:
         p16 = tl.where(m[:, None] == 0, w[None, :], 0.0).to(DTYPE)
-        pv = tl.dot(p16, _widen(vt, DTYPE, WIDEN))
-        if WIDEN >= 2:  # tiles widened with BIAS
-            pv = pv - BIAS * tl.sum(p16.to(tl.float32), axis=1)[:, None]
-        acc = acc * alpha[:, None] + pv
+        acc = acc * alpha[:, None] + tl.dot(p16, _widen(vt, DTYPE, WIDEN))
     else:
         wmax = tl.max(w, axis=0)
         wq = tl.floor(w * tl.where(wmax > 0, 127.0 / wmax, 0.0) + 0.5)
