@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 33 call 5: int8 KV widened with a bias (WIDEN 2) against the exact widening (WIDEN 1,
+# Session 33 call 7: int8 KV widened with a bias (WIDEN 2) against the exact widening (WIDEN 1,
 # the old package: `scripts/ab_versions.sh --pack f3ae216`). The GPU attention tests of the
 # widening first, then llama2-7b-q4_0 with int8 KV at depth 0 / 4,096 / 16,384, old and new.
 set -uo pipefail
