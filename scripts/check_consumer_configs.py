@@ -4,6 +4,9 @@ each fits: shared memory per block, registers per thread and per block. No GPU n
     python3 scripts/check_consumer_configs.py                  # rtx3060 (sm_86), rtx4090 (sm_89)
     python3 scripts/check_consumer_configs.py --profiles h200 --jobs 8
     python3 scripts/check_consumer_configs.py --ci             # the representative CI subset
+    python3 scripts/check_consumer_configs.py --models llama2-7b --kernels _attn_kernel \
+        --where KDOT=1                                         # constexpr values, e.g. the
+                                                               # long-context attention loop
 
 Each profile's launches come from `kernels/checks/space.py` (every decode batch 1..128,
 prefill chunks, every quant format, activation and KV dtype, the model shapes of
@@ -45,8 +48,14 @@ def _check(i: int) -> tuple[int, Resources | None, list[str]]:
     return i, res, violations(res, props, launch.kernel.split(":")[1])
 
 
+def _matches(launch: Launch, where: dict[str, str]) -> bool:
+    """Whether the launch's constexprs have the values `where` names (as printed)."""
+    consts = dict(launch.constexprs)
+    return all(k in consts and str(consts[k]) == v for k, v in where.items())
+
+
 def run(profiles: list[str], ci: bool, jobs: int, models: list[str] | None = None,
-        kernels: list[str] | None = None) -> list[dict]:  # fmt: skip
+        kernels: list[str] | None = None, where: dict[str, str] | None = None) -> list[dict]:  # fmt: skip
     _JOBS.clear()
     shapes = [MODELS[m] for m in models] if models else None
     for name in profiles:
@@ -54,6 +63,8 @@ def run(profiles: list[str], ci: bool, jobs: int, models: list[str] | None = Non
         launches = enumerate_launches(props, shapes)
         if kernels:
             launches = [la for la in launches if la.kernel.split(":")[1] in kernels]
+        if where:
+            launches = [la for la in launches if _matches(la, where)]
         chosen = representative(launches) if ci else variants(launches)
         print(f"{name} (sm_{props.arch}): {len(launches)} launches, "
               f"{len(variants(launches))} configs, checking {len(chosen)}")  # fmt: skip
@@ -79,8 +90,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--models", help=f"comma-separated model shapes ({', '.join(MODELS)})")
     ap.add_argument("--kernels", help="comma-separated kernel names (_qmm_kernel, ..)")
+    ap.add_argument("--where", help="only launches with these constexpr values: NAME=VALUE,..")
     ap.add_argument("--json", type=Path, help="write every result here")
     args = ap.parse_args(argv)
+    where: dict[str, str] = {}
+    for item in args.where.split(",") if args.where else []:
+        name, eq, value = item.partition("=")
+        if not (name and eq and value):
+            ap.error(f"--where takes NAME=VALUE,.. (got {item!r})")
+        where[name] = value
     models = args.models.split(",") if args.models else None
     for m in models or []:
         if m not in MODELS:
@@ -92,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as cache:  # compile everything afresh
         os.environ["TRITON_CACHE_DIR"] = cache
         kernels = args.kernels.split(",") if args.kernels else None
-        rows = run(args.profiles.split(","), args.ci, args.jobs, models, kernels)
+        rows = run(args.profiles.split(","), args.ci, args.jobs, models, kernels, where)
     bad = [r for r in rows if r["violations"]]
     for r in bad:
         print(f"FAIL {r['profile']}: {r['launch']}: {'; '.join(r['violations'])}")

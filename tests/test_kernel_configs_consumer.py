@@ -135,3 +135,32 @@ def test_dispatched_configs_compile_for_sm86_and_sm89(tmp_path: Path) -> None:
     for r in rows:
         assert r["shared"] <= PROFILES[r["profile"]].smem_per_block
         assert r["registers"] <= 255 and r["registers"] * r["threads"] <= 65536
+
+
+def test_long_context_attention_compiles_for_sm86_and_sm89(tmp_path: Path) -> None:
+    """The long-context MHA attention loop over int8 KV (`KDOT`, the one batch-1 llama2 decode
+    with int8 activations takes past plan.LONG_CONTEXT), picked out by `--where`, fits an RTX
+    3060 and 4090; `--where` keeps only launches with those constexpr values."""
+    reason = _compile_check_available()
+    if reason:
+        pytest.skip(reason)
+    out = tmp_path / "kdot.json"
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "check_consumer_configs.py"),
+         "--models", "llama2-7b", "--kernels", "_attn_kernel",
+         "--where", "KDOT=1,OUT_QUANT=1,BLOCK_SIZE=16", "--jobs", "2", "--json", str(out)],
+        capture_output=True, text=True, env=env, timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = json.loads(out.read_text())
+    assert {r["arch"] for r in rows} == {86, 89}
+    for r in rows:
+        assert " KDOT=1 " in r["launch"] and " OUT_QUANT=1 " in r["launch"], r["launch"]
+        assert not r["violations"], r
+        assert r["shared"] <= PROFILES[r["profile"]].smem_per_block
+    bad = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "check_consumer_configs.py"), "--where", "KDOT"],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "--where takes NAME=VALUE" in bad.stderr
