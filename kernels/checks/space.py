@@ -188,9 +188,9 @@ def _attention_cases(props: DeviceProps, m: ModelShape) -> Iterator[Case]:
                     for seq in SEQ_LENS:
                         if seq < q_len:
                             continue
-                        # a long-context step (plan.LONG_CONTEXT) and, in a CUDA graph whose
-                        # window is `seq`, a step of a shorter context
-                        for long in {False, long_context_step(seq)}:
+                        # a step of a shorter context (in a CUDA graph whose window is `seq`)
+                        # and, from plan.LONG_CONTEXT on, a long-context step
+                        for long in (False, True) if long_context_step(seq) else (False,):
                             yield from _attention_case(props, m, kv, dtype, bs, batch, q_len,
                                                        seq, long)  # fmt: skip
 

@@ -241,8 +241,11 @@ class GraphRunner:
             return None
         chunk = rest[0] if rest else None
         width = max((it.num_tokens for it in decodes), default=1)
-        context = max((it.start + it.num_tokens for it in decodes), default=0)
-        key = self._key(len(decodes), chunk, width, long_context_step(context))
+        # the longest context only matters where long-context graphs exist (most models: none)
+        long = bool(self.long_buckets) and long_context_step(
+            max((it.start + it.num_tokens for it in decodes), default=0)
+        )
+        key = self._key(len(decodes), chunk, width, long)
         if key is None or key not in self.graphs:
             return None
         return key, decodes, chunk

@@ -220,6 +220,7 @@ class ModelRunner:
             bt[i, : len(t)] = t
         cu = np.zeros(len(q_lens) + 1, dtype=np.int32)
         np.cumsum(q_lens, out=cu[1:])
+        longest = max(seq_lens)
         as_t = lambda a, dt: torch.as_tensor(np.asarray(a, dtype=dt)).to(dev, non_blocking=True)
         return ForwardBatch(
             input_ids=as_t(input_ids, np.int64),
@@ -229,10 +230,10 @@ class ModelRunner:
             cu_seqlens_q=torch.from_numpy(cu).to(dev, non_blocking=True),
             seq_lens=as_t(seq_lens, np.int32),
             max_q_len=max(q_lens),
-            max_seq_len=max(seq_lens),
+            max_seq_len=longest,
             logits_indices=as_t(logits_rows, np.int64),
             logits_all_rows=len(logits_rows) == len(input_ids),  # rows ascend: all of them
-            long_context=long_context_step(max(seq_lens)),
+            long_context=long_context_step(longest),
         )
 
     def prepare(
