@@ -110,6 +110,15 @@ def _compile_check_available() -> str | None:
     return None
 
 
+def _check_configs(*args: str) -> subprocess.CompletedProcess[str]:
+    """`scripts/check_consumer_configs.py ARGS` compiling for real (no interpreter)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    return subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "check_consumer_configs.py"), *args],
+        capture_output=True, text=True, env=env, timeout=1800,
+    )  # fmt: skip
+
+
 def test_dispatched_configs_compile_for_sm86_and_sm89(tmp_path: Path) -> None:
     """The representative subset (every constexpr value, argument type, warps and stages of
     every kernel, largest tiles first) compiled for RTX 3060 (sm_86) and RTX 4090 (sm_89)."""
@@ -117,13 +126,8 @@ def test_dispatched_configs_compile_for_sm86_and_sm89(tmp_path: Path) -> None:
     if reason:
         pytest.skip(reason)
     out = tmp_path / "configs.json"
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "check_consumer_configs.py"), "--ci",
-         "--profiles", "rtx3060,rtx4090", "--jobs", str(min(os.cpu_count() or 1, 4)),
-         "--json", str(out)],
-        capture_output=True, text=True, env=env, timeout=1800,
-    )  # fmt: skip
+    proc = _check_configs("--ci", "--profiles", "rtx3060,rtx4090", "--jobs",
+                          str(min(os.cpu_count() or 1, 4)), "--json", str(out))  # fmt: skip
     assert out.exists(), proc.stdout + proc.stderr
     rows = json.loads(out.read_text())
     assert {r["arch"] for r in rows} == {86, 89}
@@ -145,13 +149,8 @@ def test_long_context_attention_compiles_for_sm86_and_sm89(tmp_path: Path) -> No
     if reason:
         pytest.skip(reason)
     out = tmp_path / "kdot.json"
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "check_consumer_configs.py"),
-         "--models", "llama2-7b", "--kernels", "_attn_kernel",
-         "--where", "KDOT=1,OUT_QUANT=1,BLOCK_SIZE=16", "--jobs", "2", "--json", str(out)],
-        capture_output=True, text=True, env=env, timeout=900,
-    )  # fmt: skip
+    proc = _check_configs("--models", "llama2-7b", "--kernels", "_attn_kernel", "--where",
+                          "KDOT=1,OUT_QUANT=1,BLOCK_SIZE=16", "--jobs", "2", "--json", str(out))  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = json.loads(out.read_text())
     assert {r["arch"] for r in rows} == {86, 89}
@@ -159,8 +158,5 @@ def test_long_context_attention_compiles_for_sm86_and_sm89(tmp_path: Path) -> No
         assert " KDOT=1 " in r["launch"] and " OUT_QUANT=1 " in r["launch"], r["launch"]
         assert not r["violations"], r
         assert r["shared"] <= PROFILES[r["profile"]].smem_per_block
-    bad = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "check_consumer_configs.py"), "--where", "KDOT"],
-        capture_output=True, text=True, env=env, timeout=300,
-    )  # fmt: skip
+    bad = _check_configs("--where", "KDOT")
     assert bad.returncode == 2 and "--where takes NAME=VALUE" in bad.stderr
