@@ -10,8 +10,10 @@ one of two ways:
   pv0: V widened to fp16 (as the engine does), P in fp16;
   pv1: V straight from int8, P quantized to int8 per KV tile (scale max(P) / 127): an int8 MMA
        with int32 accumulation, no widening at all (a numerics change: P to 8 bits).
-Program (head, partition) writes its partition's (out, lse); a torch log-sum-exp merge
-combines them (not timed: the engine's kernel merges in-kernel, ~3-4 us at these sizes).
+Since session 33 the loop body is the engine's own long-context step (`_q_words`, `_kdot_step`
+of `paged_triton_kernels.py`, KDOT 1 / 2 = pv0 / pv1), so this times that step without the
+engine's plan and merge. Program (head, partition) writes its partition's (out, lse); a torch
+log-sum-exp merge combines them (not timed: the engine's kernel merges in-kernel, ~3-4 us at these sizes).
 
     python3 scripts/proto_mha_dp4a.py [--seqs 4161,16513] [--parts 16,33,66] [--bns 32,64,128]
         [--warps 4,8] [--stages 0,2] [--heads 32]
@@ -34,9 +36,8 @@ import triton
 import triton.language as tl
 
 from localllm.kernels.attention import paged_triton as pt
-from localllm.kernels.attention.paged_triton_kernels import _widen
+from localllm.kernels.attention.paged_triton_kernels import _kdot_step, _q_words
 from localllm.kernels.device import interpreting
-from localllm.kernels.quant.dp4a_ops_triton import dp4a
 
 sys.path.insert(0, os.path.dirname(__file__))
 from ab_attention import COLD_BYTES  # noqa: E402
@@ -53,51 +54,22 @@ def _proto_kernel(Q, K, V, KS, VS, BT, OP, LP, seq_len, part_len, stride_kb, str
     n_parts = tl.num_programs(1)
     d = tl.arange(0, D)
     rows = tl.arange(0, 16)
-    # q of this head to int8 words, scales per 32 elements
-    q = tl.load(Q + h * D + d).to(tl.float32)
-    qg = tl.reshape(q, [D // 32, 32])
-    amax = tl.max(tl.abs(qg), axis=1)
-    inv = tl.where(amax > 0, 127.0 / amax, 0.0)
-    qi = tl.minimum(tl.maximum(tl.floor(qg * inv[:, None] + 0.5), -127.0), 127.0).to(tl.int32)
-    dq = amax / 127.0  # [D / 32]
-    qb = tl.reshape(qi, [D // 4, 4]) & 255
-    qw = tl.sum(qb << (8 * tl.arange(0, 4))[None, :], axis=1)  # [D / 4] int32
+    # q of this head to int8 words, scales per 32 elements; the loop body is the engine's
+    # long-context step (`_kdot_step`: KDOT 1 = pv0, 2 = pv1)
+    qw, dq = _q_words(tl.load(Q + h * D + d).to(tl.float32), D)
     lo = p * part_len
     hi = tl.minimum(lo + part_len, seq_len)
     m_i = tl.full([16], float("-inf"), tl.float32)
     l_i = tl.zeros([16], tl.float32)
     acc = tl.zeros([16, D], tl.float32)
-    kw_ptr = K.to(tl.pointer_type(tl.int32))
-    words = tl.arange(0, D // 4)
     for n0 in range(lo, hi, BN):
         n = n0 + tl.arange(0, BN)
         ok = n < hi
         page = tl.load(BT + n // BS, mask=ok, other=0).to(tl.int64)
-        off = (n % BS).to(tl.int64)
-        base = page * stride_kb + h * stride_kh + off * stride_kt  # [BN] int8 element offsets
-        kw = tl.load(kw_ptr + (base // 4)[:, None] + words[None, :], mask=ok[:, None], other=0)
-        prod = dp4a(tl.zeros_like(kw), kw, qw[None, :] + kw * 0, EMU, True)  # [BN, D / 4]
-        sg = tl.sum(tl.reshape(prod, [BN, D // 32, 8]), axis=2)  # [BN, D / 32]
-        s = tl.sum(sg.to(tl.float32) * dq[None, :], axis=1)  # [BN]
-        ks = tl.load(KS + page * stride_sb + h * stride_sh + off, mask=ok, other=0.0)
-        s = tl.where(ok, s * ks * qk_scale, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, axis=0))  # [16], all equal
-        alpha = tl.exp2(m_i - m_new)
-        pr = tl.exp2(s - tl.max(m_new, axis=0))  # [BN]
-        l_i = l_i * alpha + tl.sum(pr, axis=0)
-        vs = tl.load(VS + page * stride_sb + h * stride_sh + off, mask=ok, other=0.0)
-        w = pr * vs
-        vt = tl.load(V + base[:, None] + d[None, :], mask=ok[:, None], other=0)  # int8 [BN, D]
-        if PV == 0:
-            p16 = tl.where(rows[:, None] == 0, w[None, :], 0.0).to(tl.float16)
-            acc = acc * alpha[:, None] + tl.dot(p16, _widen(vt, tl.float16, WIDEN))
-        else:
-            wmax = tl.max(w, axis=0)
-            wq = tl.floor(w * tl.where(wmax > 0, 127.0 / wmax, 0.0) + 0.5)
-            p8 = tl.where(rows[:, None] == 0, wq[None, :], 0.0).to(tl.int8)
-            part = tl.dot(p8, vt, out_dtype=tl.int32).to(tl.float32) * (wmax / 127.0)
-            acc = acc * alpha[:, None] + part
-        m_i = m_new
+        m_i, l_i, acc = _kdot_step(K, V, KS, VS, page, n % BS, ok, h, qw, dq, rows, m_i, l_i,
+                                   acc, qk_scale, stride_kb, stride_kh, stride_kt, stride_kb,
+                                   stride_kh, stride_kt, stride_sb, stride_sh, stride_sb,
+                                   stride_sh, d, tl.float16, D, PV + 1, WIDEN, EMU)  # fmt: skip
     o = acc / tl.maximum(l_i, 1e-30)[:, None]
     o0 = tl.sum(tl.where(rows[:, None] == 0, o, 0.0), axis=0)  # [D]: row 0
     tl.store(OP + (h * n_parts + p) * D + d, o0)
