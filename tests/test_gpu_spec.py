@@ -55,11 +55,13 @@ def test_speculation_on_gpu_agrees_with_plain_decoding(graphs: bool) -> None:
     assert sorted(agree)[len(agree) // 2] >= 32, agree
 
 
-def test_engine_measures_its_verify_price_at_start() -> None:
+def test_engine_measures_its_verify_price_at_start(tmp_path, monkeypatch) -> None:
     """With CUDA graphs and speculation on, the engine times its own plain and verify steps
-    at start-up (or reads what it measured before) and drafts by that price (calibrate.py),
-    leaving no trace behind."""
+    at start-up (here always: a cache folder of its own; a later start reads what it measured)
+    and drafts by that price (calibrate.py), leaving no trace behind."""
     from localllm.engine.speculative.policy import verify_price
+
+    monkeypatch.setenv("LOCALLLM_CACHE", str(tmp_path))
 
     path = conftest.testdata_path("models", "pycode-22m-q8_0.gguf")
     cfg = EngineConfig(model=str(path), device="cuda", gpu_memory_utilization=0.5,

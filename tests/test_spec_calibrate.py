@@ -17,9 +17,11 @@ from localllm.engine.engine import LLMEngine
 from localllm.engine.speculative import calibrate
 from localllm.engine.speculative.calibrate import (
     PRICE_CACHE,
+    calibrated_ks,
     calibration_fits,
     engine_price,
     measure_price,
+    plausible,
     price_key,
     price_line,
 )
@@ -130,3 +132,24 @@ def test_engine_drafts_by_the_measured_price_or_else_the_table(monkeypatch) -> N
     assert (pol.cost_fixed, pol.cost_per_draft) == table
     bm = eng.block_manager
     assert not eng.requests and bm.num_used_blocks == 0 and eng.stats.steps == 0
+
+
+def test_an_unbelievable_price_is_measured_again_and_never_stored(tmp_path, monkeypatch) -> None:
+    """Verify steps no dearer than plain ones (timed steps that waited on a busy host) are
+    measured once more; a second such price serves the run but is not kept for later starts.
+    A small model's line (a fixed part, drafts nearly free) is believed."""
+    monkeypatch.setenv("LOCALLLM_CACHE", str(tmp_path))
+    path = conftest.testdata_path("models", "stories260K.gguf")
+    eng = LLMEngine(EngineConfig(model=str(path), device="cpu", spec_tokens=4, max_model_len=512))
+    flat, real = (-0.1, 0.01), (0.3, 0.0)
+    assert not plausible(flat, 4) and plausible(real, 4) and plausible((-0.05, 0.2), 4)
+    assert calibrated_ks(8) == [4, 8] and calibrated_ks(2) == [2]
+    prices = [flat, real]
+    monkeypatch.setattr(calibrate, "measure_price", lambda e, k: prices.pop(0))
+    assert engine_price(eng, 4) == real and not prices  # measured twice, the second kept
+    assert json.loads((tmp_path / PRICE_CACHE).read_text()) == {price_key(eng, 4): list(real)}
+    prices[:] = [flat, flat]
+    assert engine_price(eng, 6) == flat and not prices  # used, not stored
+    assert price_key(eng, 6) not in json.loads((tmp_path / PRICE_CACHE).read_text())
+    prices[:] = [real]
+    assert engine_price(eng, 6) == real and not prices  # the next start measures again
