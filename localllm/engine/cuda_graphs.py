@@ -119,7 +119,8 @@ class GraphRunner:
         most = min(self.max_batch, long_context_sequences(r.num_kv_tokens, r.max_model_len))
         if not loop or most < 1:
             return []
-        return [b for b in self.buckets if b < most] + [self._bucket(self.buckets, most) or most]
+        # the buckets end with max_batch >= most: the first one that holds `most` closes the list
+        return [b for b in self.buckets if b < most] + [next(b for b in self.buckets if b >= most)]
 
     def _capture_or_fall_back(self) -> None:
         """Capture every graph. If that fails while kernels launch with programmatic dependent
