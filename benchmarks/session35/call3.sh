@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Needs benchmarks/session35/norm_fusion.patch applied to 772f1a5 (LOCALLLM_FUSED_NORM, the fused op);
-# calls 3-4 ran it before its last change (see BENCHMARKS.md, session 35).
+# Needs benchmarks/session35/norm_fusion.patch applied (LOCALLLM_FUSED_NORM, the fused op);
+# calls 3-5 ran variants of it (BENCHMARKS.md, session 35).
 # Session 35 call 3: the projection + residual add + RMSNorm fusion (column-form int8
 # activations, the norm's factor pending until the next GEMV) end to end, fusion off / on in
 # turn (LOCALLLM_FUSED_NORM), both models, tg128 at depth 0 and 4,096; then its GPU tests.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Needs benchmarks/session35/norm_fusion.patch applied to 772f1a5 (LOCALLLM_FUSED_NORM, the fused op);
-# calls 3-4 ran it before its last change (see BENCHMARKS.md, session 35).
+# Needs benchmarks/session35/norm_fusion.patch applied (LOCALLLM_FUSED_NORM, the fused op);
+# calls 3-5 ran variants of it (BENCHMARKS.md, session 35).
 # Session 35 call 4: what removing the one-row RMSNorm launches gives today (the fusion bound,
 # scripts/probe_fusion_bound.py, norms composed), beside the unfused baseline and the fused
 # projection + norm (call 3's variant), one process each, tg128 at depth 0, both models.

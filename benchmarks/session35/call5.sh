@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Needs benchmarks/session35/norm_fusion.patch applied to 772f1a5 (LOCALLLM_FUSED_NORM, the fused op);
-# calls 3-4 ran it before its last change (see BENCHMARKS.md, session 35).
+# Needs benchmarks/session35/norm_fusion.patch applied (LOCALLLM_FUSED_NORM, the fused op);
+# calls 3-5 ran variants of it (BENCHMARKS.md, session 35).
 # Session 35 call 5: the fused projection + norm after moving the consumers' sums-of-squares
 # load and the producer's residual load right after the PDL wait (volatile, reduced after the
 # loop); base / bound (norm launches removed) / fused, one process each, tg128 at depth 0.
