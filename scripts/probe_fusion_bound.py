@@ -8,7 +8,9 @@ save at most, before spending the work on it.
 
 --skip '' runs the unpatched engine (the baseline, same process setup).
 Session 11 (H200, BENCHMARKS.md): without the norms llama3-8b-q4_k_m decodes 6.8% faster and
-llama2-7b-q4_0 8.2%; without SiLU x mul 2% / 0%. A fusion that reached for it (the O and down
+llama2-7b-q4_0 8.2%; without SiLU x mul 2% / 0%. Session 35 (H200, tg128): without the norms
++5.7% / +8.7% at depth 0, +5.5% / +5.3% at 4,096 tokens; its column-scale fusion
+(benchmarks/session35/norm_fusion.patch) lost 1.4-5.9% instead. A fusion that reached for it (the O and down
 GEMVs adding the residual and quantizing r * weight per group in the last program of each
 group, the norm's factor applied by the next GEMV) measured 0.7% slower, 0.1-0.6% without PDL.
 """
