@@ -218,7 +218,10 @@ def _producer_kernel(
 
 
 def producer(xq, xs, planes, fmt, n, residual, gamma, sb, warps, mode, out=None):  # noqa: ANN001, ANN201
-    """(r [1, N] fp16, xq int8 [1, N], xs fp32 [1, N / 32, 4], ss fp32 [N / 32])."""
+    """(r [1, N] fp16, xq int8 [1, N], xs fp32 [1, N / 32, 4], ss fp32 [N / 32]); `sb` of 1,
+    2, 4 or 8 sub-blocks (MODE 1 holds at most 4 in registers)."""
+    if sb not in (1, 2, 4, 8) or (mode == 1 and sb > 4):
+        raise ValueError(f"producer: {sb} sub-blocks in mode {mode}")
     k = xq.shape[1]
     groups = k // kernel_facts(fmt).group
     ng = min(32 * warps, triton.next_power_of_2(groups))
