@@ -12,7 +12,9 @@ group and row instead of one:
   columns  d (sum_w dx_w S_w - 8 X)            (S_w: word w's 2 dp4a sums, X = sum_w dx_w q_w)
 i.e. 3 more int-to-float conversions and 3 more FMAs per group and row. This script times that
 consumer against today's at the engine's one-row configs (weights from memory, CUDA graphs)
-and checks it against torch under the interpreter.
+and checks it against torch under the interpreter. Its stats are 8 fp32 a group (dx_0..3, X);
+the engine patch that built the whole fusion (`benchmarks/session35/norm_fusion.patch`, 16 fp32
+a group) lost end to end (BENCHMARKS.md, session 35).
 
 Usage: python3 scripts/proto_col_scales.py --check      (interpreter or GPU)
        python3 scripts/proto_col_scales.py --time       (GPU; JSON lines to $OUT/proto_col_scales.jsonl)

@@ -18,9 +18,11 @@ all SB sub-blocks of a K step loaded together, the first step's before the PDL w
 `--check`: against torch (interpreter or GPU, small shapes). `--time`: CUDA-graph chains of
 L "layers" of [producer, next GEMV] against [GEMV, add_rms_norm, next GEMV] on the engine's
 kernels, weights read from memory, us per layer. JSON lines to $OUT/proto_norm_producer.jsonl.
+`--compile 90,86`: registers, spills and loop sizes of each config, compiled here (no GPU).
+It lost on every shape (BENCHMARKS.md, session 35): 128 programs cannot stream the weights.
 
 Usage: python3 scripts/proto_norm_producer.py --check
-       python3 scripts/proto_norm_producer.py --time [--configs 4:1:4,8:1:4,...]
+       python3 scripts/proto_norm_producer.py --time [--layers 16] [--configs SB:WARPS:MODE,...]
 """
 
 from __future__ import annotations
