@@ -38,6 +38,7 @@ import triton.language as tl
 
 from localllm.kernels.device import interpreting
 from localllm.kernels.fused.quant_act import ACT_LAYOUT
+from localllm.kernels.fused.quant_act_triton import _quant_store
 from localllm.kernels.linear.dp4a_triton import _group_mask, format_constexprs
 from localllm.kernels.linear.gemv_core_triton import plane_args
 from localllm.kernels.pdl import pdl_args, pdl_trigger, pdl_wait
@@ -50,29 +51,8 @@ def _rows(r0, b: tl.constexpr, BN: tl.constexpr):
 
 
 @triton.jit
-def _acc_add(GROUP: tl.constexpr, b: tl.constexpr, a0, a1, a2, a3, a4, a5, a6, a7, w, e, s0, m0,
-             s1, m1, xw, xs, g, gm, EMU: tl.constexpr):  # fmt: skip
-    if b == 0:
-        a0 = GROUP(a0, w, e, s0, m0, s1, m1, xw, xs, g, gm, EMU)
-    if b == 1:
-        a1 = GROUP(a1, w, e, s0, m0, s1, m1, xw, xs, g, gm, EMU)
-    if b == 2:
-        a2 = GROUP(a2, w, e, s0, m0, s1, m1, xw, xs, g, gm, EMU)
-    if b == 3:
-        a3 = GROUP(a3, w, e, s0, m0, s1, m1, xw, xs, g, gm, EMU)
-    if b == 4:
-        a4 = GROUP(a4, w, e, s0, m0, s1, m1, xw, xs, g, gm, EMU)
-    if b == 5:
-        a5 = GROUP(a5, w, e, s0, m0, s1, m1, xw, xs, g, gm, EMU)
-    if b == 6:
-        a6 = GROUP(a6, w, e, s0, m0, s1, m1, xw, xs, g, gm, EMU)
-    if b == 7:
-        a7 = GROUP(a7, w, e, s0, m0, s1, m1, xw, xs, g, gm, EMU)
-    return a0, a1, a2, a3, a4, a5, a6, a7
-
-
-@triton.jit
 def _pick(b: tl.constexpr, a0, a1, a2, a3, a4, a5, a6, a7):
+    """a_b (b a constexpr)."""
     r = a0
     if b == 1:
         r = a1
@@ -92,13 +72,55 @@ def _pick(b: tl.constexpr, a0, a1, a2, a3, a4, a5, a6, a7):
 
 
 @triton.jit
-def _byte_pos(e, W8: tl.constexpr):
-    """The byte of element e of a group in the int8 layout (`quant_act`)."""
-    if W8:
-        p = 16 * (e // 16) + 4 * (e % 4) + (e // 4) % 4
+def _put(b: tl.constexpr, v, a0, a1, a2, a3, a4, a5, a6, a7):
+    """(a0, .., a7) with a_b replaced by v."""
+    if b == 0:
+        a0 = v
+    if b == 1:
+        a1 = v
+    if b == 2:
+        a2 = v
+    if b == 3:
+        a3 = v
+    if b == 4:
+        a4 = v
+    if b == 5:
+        a5 = v
+    if b == 6:
+        a6 = v
+    if b == 7:
+        a7 = v
+    return a0, a1, a2, a3, a4, a5, a6, a7
+
+
+@triton.jit
+def _acc_add(GROUP: tl.constexpr, b: tl.constexpr, a0, a1, a2, a3, a4, a5, a6, a7, w, e, s0, m0,
+             s1, m1, xw, xs, g, gm, EMU: tl.constexpr):  # fmt: skip
+    """Sub-block b's accumulator plus the K step's group dot products."""
+    acc = GROUP(_pick(b, a0, a1, a2, a3, a4, a5, a6, a7), w, e, s0, m0, s1, m1, xw, xs, g, gm, EMU)
+    return _put(b, acc, a0, a1, a2, a3, a4, a5, a6, a7)
+
+
+@triton.jit
+def _cat(a, b):
+    """[N] a, [N] b -> [2N] a then b."""
+    return tl.reshape(tl.permute(tl.join(a, b), (1, 0)), [2 * a.shape[0]])
+
+
+@triton.jit
+def _outputs(SB: tl.constexpr, a0, a1, a2, a3, a4, a5, a6, a7):
+    """The group's 32 outputs in row order from the sub-blocks' accumulators [NG, 32 / SB]."""
+    h0, h1, h2, h3 = tl.sum(a0, axis=0), tl.sum(a1, axis=0), tl.sum(a2, axis=0), tl.sum(a3, axis=0)
+    h4, h5, h6, h7 = tl.sum(a4, axis=0), tl.sum(a5, axis=0), tl.sum(a6, axis=0), tl.sum(a7, axis=0)
+    if SB == 1:
+        h = h0
+    elif SB == 2:
+        h = _cat(h0, h1)
+    elif SB == 4:
+        h = _cat(_cat(h0, h1), _cat(h2, h3))
     else:
-        p = 16 * ((e // 4) % 2) + 4 * (e % 4) + e // 8
-    return p
+        h = _cat(_cat(_cat(h0, h1), _cat(h2, h3)), _cat(_cat(h4, h5), _cat(h6, h7)))
+    return h
 
 
 @triton.jit
@@ -170,53 +192,14 @@ def _producer_kernel(
                 a3 = GROUP(a3, w3, e3, s03, m03, s13, m13, xw, xs_ptr, g, gm, EMU)
             g = g + NG
     # epilogue: the group's 32 outputs, residual add, sum of squares, y = r * gamma quantized
-    ss = 0.0
-    amax = 0.0
-    y0 = tl.zeros([BN], dtype=tl.float32)
-    y1, y2, y3, y4, y5, y6, y7 = y0, y0, y0, y0, y0, y0, y0
-    for b in tl.static_range(SB):
-        cols = r0 + b * BN + tl.arange(0, BN)
-        h = tl.sum(_pick(b, a0, a1, a2, a3, a4, a5, a6, a7), axis=0)  # [BN]
-        h = h.to(R_OUT.dtype.element_ty).to(tl.float32)
-        r = tl.load(R + cols).to(tl.float32)
-        r = (h + r).to(R_OUT.dtype.element_ty)
-        tl.store(R_OUT + cols, r)
-        rf = r.to(tl.float32)
-        ss += tl.sum(rf * rf, axis=0)
-        y = rf * tl.load(GAMMA + cols).to(tl.float32)
-        amax = tl.maximum(amax, tl.max(tl.abs(y), axis=0))
-        if b == 0:
-            y0 = y
-        if b == 1:
-            y1 = y
-        if b == 2:
-            y2 = y
-        if b == 3:
-            y3 = y
-        if b == 4:
-            y4 = y
-        if b == 5:
-            y5 = y
-        if b == 6:
-            y6 = y
-        if b == 7:
-            y7 = y
-    inv = tl.where(amax > 0, 127.0 / amax, 0.0)
-    s_all = 0.0
-    s_lo = 0.0
-    for b in tl.static_range(SB):
-        e = b * BN + tl.arange(0, BN)
-        y = _pick(b, y0, y1, y2, y3, y4, y5, y6, y7)
-        q = tl.minimum(tl.maximum(tl.floor(y * inv + 0.5), -127.0), 127.0)
-        tl.store(XQ + pid * 32 + _byte_pos(e, W8), q.to(tl.int8))
-        s_all += tl.sum(q, axis=0)
-        s_lo += tl.sum(tl.where(e < 16, q, 0.0), axis=0)
-    dx = amax / 127.0
-    tl.store(XS + pid * 4, dx)
-    tl.store(XS + pid * 4 + 1, dx * s_all)
-    tl.store(XS + pid * 4 + 2, dx * s_lo)
-    tl.store(XS + pid * 4 + 3, dx * (s_all - s_lo))
-    tl.store(SS + pid, ss)
+    cols = r0 + tl.arange(0, 32)
+    h = _outputs(SB, a0, a1, a2, a3, a4, a5, a6, a7)
+    h = h.to(R_OUT.dtype.element_ty).to(tl.float32)  # what the unfused GEMV would store
+    r = (h + tl.load(R + cols).to(tl.float32)).to(R_OUT.dtype.element_ty)
+    tl.store(R_OUT + cols, r)
+    rf = r.to(tl.float32)
+    tl.store(SS + pid, tl.sum(rf * rf, axis=0))
+    _quant_store(rf * tl.load(GAMMA + cols).to(tl.float32), r0, r0 + 32, XQ, XS, 32, W8)
 
 
 def producer(xq, xs, planes, fmt, n, residual, gamma, sb, warps, mode, out=None):  # noqa: ANN001, ANN201
