@@ -7,6 +7,7 @@ rows). Run it once per package version in the same call to A/B a kernel change
 
 Usage: python3 scripts/ab_attention.py [--seqs 129,1024,4161,16513] [--q 1,5] [--parts 8,16]
     [--variants s1,s3,n32,w2,r1,n128s1] [--models llama3-8b,llama2-7b] [--kv fp16,int8] [--tag new]
+    [--block-size 64]
 Appends JSON lines to $OUT/ab_attention.jsonl.
 """
 
@@ -50,16 +51,16 @@ def _with_plan(block_n: int | None, warps: int | None, prefetch: int | None):  #
 
 
 def time_case(hq: int, hkv: int, kv: torch.dtype, seq: int, q_len: int, window: int,
-              parts: list[int], variants: list[str]) -> dict:  # fmt: skip
+              parts: list[int], variants: list[str], block: int = 16) -> dict:  # fmt: skip
     """us per launch and GB/s of KV read, the plan made for the live context and for the
     window, the live context over each forced number of KV partitions in `parts`, and the live
     plan with each of `variants` ("s3": 3 pipeline stages, "n32": 32-token KV tiles, "w2": 2
     warps per program, "r1" / "r0": the one-stage register prefetch on / off, "p66": 66 KV
-    partitions, "n128s1w2": several)."""
+    partitions, "n128s1w2": several). `block`: tokens per KV page."""
     one = kv_token_bytes(hkv, 128, kv) * seq  # one sequence's KV
     copies = max(2, min(256, COLD_BYTES // one))
     q, kc, vc, ks, vs, tables, _, lens, _, _, scale = paged_inputs(copies, seq, q_len, hq, hkv,
-                                                                   128, kv)  # fmt: skip
+                                                                   128, kv, block)  # fmt: skip
     cu = torch.tensor([0, q_len], device="cuda", dtype=torch.int32)
     quant = "w4" if q_len == 1 else None  # one token: the int8 form for the O projection too
     rec = {}
@@ -103,6 +104,7 @@ def main() -> None:
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--kv", default=",".join(KV))
     ap.add_argument("--tag", default="")
+    ap.add_argument("--block-size", type=int, default=16, help="tokens per KV page")
     a = ap.parse_args()
     out = open(os.path.join(os.environ.get("OUT", "."), "ab_attention.jsonl"), "a")
     parts = [int(p) for p in a.parts.split(",") if p]
@@ -113,8 +115,10 @@ def main() -> None:
             kv = KV[kvn]
             for seq in [int(s) for s in a.seqs.split(",")]:
                 for q_len in [int(q) for q in a.q.split(",")]:
-                    rec = dict(tag=a.tag, model=model, kv=kvn, seq=seq, q=q_len)
-                    rec |= time_case(hq, hkv, kv, seq, q_len, a.window, parts, variants)
+                    rec = dict(tag=a.tag, model=model, kv=kvn, seq=seq, q=q_len, block=a.block_size)
+                    rec |= time_case(
+                        hq, hkv, kv, seq, q_len, a.window, parts, variants, a.block_size
+                    )
                     print(json.dumps(rec), flush=True)
                     out.write(json.dumps(rec) + "\n")
                     torch.cuda.empty_cache()

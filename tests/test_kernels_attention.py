@@ -221,6 +221,22 @@ def test_triton_mha_decode_quantized_kv(parts: int, kv_dtype: torch.dtype) -> No
 
 
 @needs_triton
+@pytest.mark.parametrize("parts", [None, 3])
+@pytest.mark.parametrize("kv_dtype", [torch.float16, torch.int8])
+def test_triton_pages_holding_whole_tiles(parts: int | None, kv_dtype: torch.dtype) -> None:
+    """64-token pages under 64-token KV tiles: each tile reads its one page through a scalar
+    (`_tile_pages`) instead of a page per position. Decode and verify rows (split KV when
+    forced), a prefill chunk after cached tokens, contexts ending inside a tile and on a page
+    boundary, an empty sequence; the table's unused entries point at the NaN page."""
+    from localllm.kernels.attention.paged_triton import plan_launch
+
+    assert plan_launch(5, 2, 4, 32, 4, 200, 1).block_n == 64
+    for seqs in ([(1, 1), (1, 64), (1, 130), (4, 200), (1, 0)], [(70, 190), (64, 64), (1, 129)]):
+        batch = make_batch(seqs, 8, 2, 32, 64, kv_dtype, torch.float16, seed=len(seqs))
+        _compare_triton(batch, 0.25, ACT_TOL[torch.float16], parts=parts)
+
+
+@needs_triton
 @pytest.mark.parametrize("kdot", [1, 2])
 @pytest.mark.parametrize("parts", [1, 3])
 def test_triton_mha_int8_long_context_scores_by_dp4a(monkeypatch, kdot: int, parts: int) -> None:
@@ -358,6 +374,21 @@ def test_triton_gpu_prefill_realistic(kv_dtype, hq, hkv, d, bs) -> None:
     for dtype in (torch.float16, torch.bfloat16):
         batch = make_batch(seqs, hq, hkv, d, bs, kv_dtype, dtype, seed=d)
         _compare_triton(batch, d**-0.5, ACT_TOL[dtype])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kv_dtype", [torch.float16, torch.int8])
+@pytest.mark.parametrize("hq,hkv,bs", [(32, 8, 64), (32, 32, 64), (32, 32, 32)])
+def test_triton_gpu_pages_holding_whole_tiles(kv_dtype, hq, hkv, bs) -> None:
+    """Pages of 32 / 64 tokens, each holding whole KV tiles (one page read per tile): decode,
+    verify rows and prefill chunks at 7-8B shapes against the reference."""
+    for b, max_len, q_max in ((1, 4000, 1), (16, 3000, 6)):
+        batch = make_batch(_random_seqs(b, max_len, q_max, b + bs), hq, hkv, 128, bs, kv_dtype,
+                           torch.float16)  # fmt: skip
+        _compare_triton(batch, 128**-0.5, ACT_TOL[torch.float16])
+    seqs = [(1000, 1000), (513, 2100), (1, 77), (300, 301), (64, 64)]
+    batch = make_batch(seqs, hq, hkv, 128, bs, kv_dtype, torch.float16, seed=bs)
+    _compare_triton(batch, 128**-0.5, ACT_TOL[torch.float16])
 
 
 @pytest.mark.gpu

@@ -83,18 +83,56 @@ def _load_kv_tile(
 
 
 @triton.jit
-def _kv_tile(K, V, KS, VS, page, n, ok, h, stride_kb, stride_kh, stride_kt, stride_vb, stride_vh,
+def _kv_tile(K, V, KS, VS, page, n0, hi, h, stride_kb, stride_kh, stride_kt, stride_vb, stride_vh,
              stride_vt, stride_ksb, stride_ksh, stride_vsb, stride_vsh, d, dmask,
-             BLOCK_SIZE: tl.constexpr, QUANT: tl.constexpr, DTYPE: tl.constexpr,
-             WIDEN: tl.constexpr):  # fmt: skip
-    """K and V rows n [BLOCK_N] of kv head h (their pages `page`; rows `ok` only) -> (k, k
-    scales, v, v scales), k and v in DTYPE (`_widen`)."""
-    off = n % BLOCK_SIZE
-    k, ks = _load_kv_tile(K, KS, page, off, h, stride_kb, stride_kh, stride_kt, stride_ksb,
-                          stride_ksh, d, ok, dmask, QUANT, DTYPE, WIDEN)  # fmt: skip
-    v, vs = _load_kv_tile(V, VS, page, off, h, stride_vb, stride_vh, stride_vt, stride_vsb,
-                          stride_vsh, d, ok, dmask, QUANT, DTYPE, WIDEN)  # fmt: skip
+             BLOCK_N: tl.constexpr, BLOCK_SIZE: tl.constexpr, QUANT: tl.constexpr,
+             DTYPE: tl.constexpr, WIDEN: tl.constexpr):  # fmt: skip
+    """K and V rows n0 .. n0 + BLOCK_N of kv head h (rows < hi only; their pages `page` from
+    `_tile_pages`) -> (k, k scales, v, v scales), k and v in DTYPE (`_widen`)."""
+    r = tl.arange(0, BLOCK_N)
+    ok = n0 + r < hi
+    if BLOCK_SIZE % BLOCK_N == 0:  # one page: a scalar base + offsets the loop does not change
+        o0 = n0 % BLOCK_SIZE
+        k, ks = _load_page_tile(K, KS, page * stride_kb + h * stride_kh + o0 * stride_kt,
+                                page * stride_ksb + h * stride_ksh + o0, r, stride_kt, d, ok,
+                                dmask, QUANT, DTYPE, WIDEN)  # fmt: skip
+        v, vs = _load_page_tile(V, VS, page * stride_vb + h * stride_vh + o0 * stride_vt,
+                                page * stride_vsb + h * stride_vsh + o0, r, stride_vt, d, ok,
+                                dmask, QUANT, DTYPE, WIDEN)  # fmt: skip
+    else:
+        off = (n0 + r) % BLOCK_SIZE
+        k, ks = _load_kv_tile(K, KS, page, off, h, stride_kb, stride_kh, stride_kt, stride_ksb,
+                              stride_ksh, d, ok, dmask, QUANT, DTYPE, WIDEN)  # fmt: skip
+        v, vs = _load_kv_tile(V, VS, page, off, h, stride_vb, stride_vh, stride_vt, stride_vsb,
+                              stride_vsh, d, ok, dmask, QUANT, DTYPE, WIDEN)  # fmt: skip
     return k, ks, v, vs
+
+
+@triton.jit
+def _load_page_tile(C, S, base, sbase, r, stride_t, d, mask, dmask, QUANT: tl.constexpr,
+                    DTYPE: tl.constexpr, WIDEN: tl.constexpr):  # fmt: skip
+    """`_load_kv_tile` of a tile within one page: rows r [BLOCK_N] after the element `base`
+    (scales after `sbase`), both scalars."""
+    ptr = C + base + (r[:, None] * stride_t + d[None, :])
+    x = _widen(tl.load(ptr, mask=mask[:, None] & dmask[None, :], other=0.0), DTYPE, WIDEN)
+    s = tl.zeros_like(r).to(tl.float32)  # float caches: unused
+    if QUANT:
+        s = tl.load(S + sbase + r, mask=mask, other=0.0)
+    return x, s
+
+
+@triton.jit
+def _tile_pages(bt, n0, hi, BLOCK_N: tl.constexpr, BLOCK_SIZE: tl.constexpr):
+    """The pages (int64) of the KV tile at positions n0 .. n0 + BLOCK_N of a block-table row
+    `bt`: one scalar where a page holds whole tiles (BLOCK_SIZE a multiple of BLOCK_N; tiles
+    start at multiples of BLOCK_N), read at the last position < hi for a tile past it; else one
+    per position (0 from hi on)."""
+    if BLOCK_SIZE % BLOCK_N == 0:
+        page = tl.load(bt + tl.maximum(tl.minimum(n0, hi - 1), 0) // BLOCK_SIZE)
+    else:
+        n = n0 + tl.arange(0, BLOCK_N)
+        page = tl.load(bt + n // BLOCK_SIZE, mask=n < hi, other=0)
+    return page.to(tl.int64)
 
 
 @triton.jit
@@ -224,10 +262,9 @@ def _attn_kernel(
     hi = tl.where(tl.program_id(0) * TOK < q_len, hi, lo)  # a tile without query rows: no work
     # the pages of each KV tile are loaded one tile ahead, the first before the wait
     bt = BT + b.to(tl.int64) * stride_bt
-    n = lo + tl.arange(0, BLOCK_N)  # [BLOCK_N] KV positions of the first tile
-    page_next = tl.load(bt + n // BLOCK_SIZE, mask=n < hi, other=0)
+    page_next = _tile_pages(bt, lo, hi, BLOCK_N, BLOCK_SIZE)
     if PREFETCH:  # the loop loads KV one tile ahead: the second tile's pages too
-        page_2 = tl.load(bt + (n + BLOCK_N) // BLOCK_SIZE, mask=n + BLOCK_N < hi, other=0)
+        page_2 = _tile_pages(bt, lo + BLOCK_N, hi, BLOCK_N, BLOCK_SIZE)
     pdl_wait(PDL)
     q = tl.load(
         Q + tok[:, None] * stride_qt + head[:, None] * stride_qh + d[None, :],
@@ -240,19 +277,17 @@ def _attn_kernel(
     if KDOT > 0:  # one query row (row 0) to int8 words and its per-32 scales (`_q_words`)
         qw, dq = _q_words(tl.sum(tl.where(m[:, None] == 0, q.to(tl.float32), 0.0), axis=0), D_PAD)
     if PREFETCH:  # the tile in registers, in the cache's dtype (converted when used)
-        k_r, ks_r, v_r, vs_r = _kv_tile(K, V, KS, VS, page_next.to(tl.int64), n, n < hi, h,
-                                        stride_kb, stride_kh, stride_kt, stride_vb, stride_vh,
-                                        stride_vt, stride_ksb, stride_ksh, stride_vsb,
-                                        stride_vsh, d, dmask, BLOCK_SIZE, QUANT,
-                                        K.dtype.element_ty, 0)  # fmt: skip
+        k_r, ks_r, v_r, vs_r = _kv_tile(K, V, KS, VS, page_next, lo, hi, h, stride_kb, stride_kh,
+                                        stride_kt, stride_vb, stride_vh, stride_vt, stride_ksb,
+                                        stride_ksh, stride_vsb, stride_vsh, d, dmask, BLOCK_N,
+                                        BLOCK_SIZE, QUANT, K.dtype.element_ty, 0)  # fmt: skip
         page_next = page_2
     for n0 in range(lo, hi, BLOCK_N):
         n = n0 + tl.arange(0, BLOCK_N)  # [BLOCK_N] KV positions
         n_ok = n < hi
-        nn = n + BLOCK_N
         if KDOT > 0:  # one query row over int8 KV: Q K^T by dp4a (`_kdot_step`)
-            page = page_next.to(tl.int64)
-            page_next = tl.load(bt + nn // BLOCK_SIZE, mask=nn < hi, other=0)
+            page = page_next
+            page_next = _tile_pages(bt, n0 + BLOCK_N, hi, BLOCK_N, BLOCK_SIZE)
             m_i, l_i, acc = _kdot_step(K, V, KS, VS, page, n % BLOCK_SIZE, n_ok, h, qw, dq, m,
                                        m_i, l_i, acc, qk_scale, stride_kb, stride_kh, stride_kt,
                                        stride_vb, stride_vh, stride_vt, stride_ksb, stride_ksh,
@@ -260,24 +295,24 @@ def _attn_kernel(
                                        KDOT, WIDEN, EMU)  # fmt: skip
         else:
             if PREFETCH:  # next tile's KV in flight while this one computes, pages a tile further
-                k_n, ks_n, v_n, vs_n = _kv_tile(K, V, KS, VS, page_next.to(tl.int64), nn, nn < hi,
-                                                h, stride_kb, stride_kh, stride_kt, stride_vb,
+                k_n, ks_n, v_n, vs_n = _kv_tile(K, V, KS, VS, page_next, n0 + BLOCK_N, hi, h,
+                                                stride_kb, stride_kh, stride_kt, stride_vb,
                                                 stride_vh, stride_vt, stride_ksb, stride_ksh,
-                                                stride_vsb, stride_vsh, d, dmask, BLOCK_SIZE,
-                                                QUANT, K.dtype.element_ty, 0)  # fmt: skip
-                page_next = tl.load(bt + (nn + BLOCK_N) // BLOCK_SIZE, mask=nn + BLOCK_N < hi,
-                                    other=0)  # fmt: skip
+                                                stride_vsb, stride_vsh, d, dmask, BLOCK_N,
+                                                BLOCK_SIZE, QUANT, K.dtype.element_ty,
+                                                0)  # fmt: skip
+                page_next = _tile_pages(bt, n0 + 2 * BLOCK_N, hi, BLOCK_N, BLOCK_SIZE)
                 k = _widen(k_r, Q.dtype.element_ty, WIDEN)
                 v = _widen(v_r, Q.dtype.element_ty, WIDEN)
                 ks, vs = ks_r, vs_r
                 k_r, ks_r, v_r, vs_r = k_n, ks_n, v_n, vs_n
             else:
-                page = page_next.to(tl.int64)
-                page_next = tl.load(bt + nn // BLOCK_SIZE, mask=nn < hi, other=0)
-                k, ks, v, vs = _kv_tile(K, V, KS, VS, page, n, n_ok, h, stride_kb, stride_kh,
+                page = page_next
+                page_next = _tile_pages(bt, n0 + BLOCK_N, hi, BLOCK_N, BLOCK_SIZE)
+                k, ks, v, vs = _kv_tile(K, V, KS, VS, page, n0, hi, h, stride_kb, stride_kh,
                                         stride_kt, stride_vb, stride_vh, stride_vt, stride_ksb,
-                                        stride_ksh, stride_vsb, stride_vsh, d, dmask, BLOCK_SIZE,
-                                        QUANT, Q.dtype.element_ty, WIDEN)  # fmt: skip
+                                        stride_ksh, stride_vsb, stride_vsh, d, dmask, BLOCK_N,
+                                        BLOCK_SIZE, QUANT, Q.dtype.element_ty, WIDEN)  # fmt: skip
             visible = n_ok[None, :] & (n[None, :] <= qpos[:, None])  # [BLOCK_M, BLOCK_N]
             m_i, l_i, acc = _online_softmax_step(
                 q, k, ks, v, vs, visible, m_i, l_i, acc, qk_scale, QUANT, IEEE
