@@ -14,7 +14,7 @@ for m in ('llama3-8b-q4_k_m', 'llama2-7b-q4_0'):
 A="--seqs 129,4161,16513 --q 1,5 --kv fp16,int8"
 t timeout 100 python3 "$R"/scripts/ab_attention.py $A --block-size 64 --tag new > "$OUT/ab_attn_new64.log" 2>&1
 (cd "$R" && t timeout 200 bash scripts/ab_versions.sh 1 python3 "$R"/scripts/ab_attention.py $A \
-  --block-size 16 --tag "'$AB_TAG'") > "$OUT/ab_attn_16.log" 2>&1
+  --block-size 16 --tag '$AB_TAG') > "$OUT/ab_attn_16.log" 2>&1
 tail -1 "$OUT"/ab_attn_*.log
 wait
 for bs in 16 64 16 64; do
