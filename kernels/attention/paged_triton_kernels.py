@@ -91,6 +91,7 @@ def _kv_tile(K, V, KS, VS, page, n0, hi, h, stride_kb, stride_kh, stride_kt, str
     `_tile_pages`) -> (k, k scales, v, v scales), k and v in DTYPE (`_widen`)."""
     r = tl.arange(0, BLOCK_N)
     ok = n0 + r < hi
+    page = page.to(tl.int64)
     if BLOCK_SIZE % BLOCK_N == 0:  # one page: a scalar base + offsets the loop does not change
         o0 = n0 % BLOCK_SIZE
         k, ks = _load_page_tile(K, KS, page * stride_kb + h * stride_kh + o0 * stride_kt,
@@ -123,7 +124,7 @@ def _load_page_tile(C, S, base, sbase, r, stride_t, d, mask, dmask, QUANT: tl.co
 
 @triton.jit
 def _tile_pages(bt, n0, hi, BLOCK_N: tl.constexpr, BLOCK_SIZE: tl.constexpr):
-    """The pages (int64) of the KV tile at positions n0 .. n0 + BLOCK_N of a block-table row
+    """The pages (int32, as the table holds them) of the KV tile at positions n0 .. n0 + BLOCK_N of a block-table row
     `bt`: one scalar where a page holds whole tiles (BLOCK_SIZE a multiple of BLOCK_N; tiles
     start at multiples of BLOCK_N), read at the last position < hi for a tile past it; else one
     per position (0 from hi on)."""
@@ -132,7 +133,7 @@ def _tile_pages(bt, n0, hi, BLOCK_N: tl.constexpr, BLOCK_SIZE: tl.constexpr):
     else:
         n = n0 + tl.arange(0, BLOCK_N)
         page = tl.load(bt + n // BLOCK_SIZE, mask=n < hi, other=0)
-    return page.to(tl.int64)
+    return page
 
 
 @triton.jit
@@ -286,7 +287,7 @@ def _attn_kernel(
         n = n0 + tl.arange(0, BLOCK_N)  # [BLOCK_N] KV positions
         n_ok = n < hi
         if KDOT > 0:  # one query row over int8 KV: Q K^T by dp4a (`_kdot_step`)
-            page = page_next
+            page = page_next.to(tl.int64)
             page_next = _tile_pages(bt, n0 + BLOCK_N, hi, BLOCK_N, BLOCK_SIZE)
             m_i, l_i, acc = _kdot_step(K, V, KS, VS, page, n % BLOCK_SIZE, n_ok, h, qw, dq, m,
                                        m_i, l_i, acc, qk_scale, stride_kb, stride_kh, stride_kt,
