@@ -91,7 +91,8 @@ def test_preemption_changes_no_output(stories):
     prompts = [(p, 60) for p, _ in prompts]
     alone = _alone(_engine(stories, enable_prefix_caching=False), prompts)
     # 24 blocks of 16 tokens cannot hold 12 sequences of up to ~120 tokens: the newest get preempted
-    eng = _engine(stories, num_kv_blocks=24, max_model_len=256, enable_prefix_caching=False)
+    eng = _engine(stories, num_kv_blocks=24, max_model_len=256, enable_prefix_caching=False,
+                  block_size=16)  # fmt: skip
     assert _together(eng, prompts) == alone
     assert eng.scheduler.num_preemptions > 0
     assert _all_blocks_free_or_cached(eng)

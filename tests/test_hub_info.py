@@ -8,6 +8,7 @@ from collections import Counter
 import pytest
 from gguf import GGUFReader
 
+from localllm.config import DEFAULT_BLOCK_SIZE
 from localllm.errors import LocalLLMError
 from localllm.hub.info import metadata_lines, model_report
 from localllm.hub.memory import GpuRoom, current_gpu
@@ -38,11 +39,15 @@ def test_info_numbers_match_the_file(testdata, name, layers, kv_heads, head_dim)
     assert report.file_bytes == path.stat().st_size and report.format == "GGUF v3"
     assert report.arch == "llama" and report.trained_context == 2048 and report.context == 1000
     kv = {k.dtype: k for k in report.kv}
-    blocks = -(-1000 // 16)  # the pool allocates whole 16-token blocks
+    bs = report.block_size
+    assert bs == DEFAULT_BLOCK_SIZE
+    blocks = -(-1000 // bs)  # the pool allocates whole blocks
     fp16 = layers * 2 * kv_heads * head_dim * 2  # K and V, 2 bytes each, per token
     int8 = layers * 2 * kv_heads * (head_dim + 4)  # 1 byte each + an fp32 scale per head
-    assert kv["fp16"].bytes_per_token == fp16 and kv["fp16"].nbytes == blocks * 16 * fp16
-    assert kv["int8"].nbytes == kv["fp8"].nbytes == blocks * 16 * int8
+    assert kv["fp16"].bytes_per_token == fp16 and kv["fp16"].nbytes == blocks * bs * fp16
+    assert kv["int8"].nbytes == kv["fp8"].nbytes == blocks * bs * int8
+    small = model_report(path, context=1000, block_size=16)  # the caller's block size
+    assert small.block_size == 16 and small.kv[0].nbytes == -(-1000 // 16) * 16 * fp16
 
 
 def test_info_quant_and_default_context(testdata):
@@ -65,9 +70,10 @@ def test_gpu_fit_arithmetic(stories_path):
     report = model_report(stories_path, gpu=room)
     fp16 = report.kv[0]
     assert room.fits(report.weight_bytes + fp16.nbytes)
-    tokens = room.max_context(report.weight_bytes, fp16, report.block_size)
-    assert tokens % 16 == 0
-    assert (tokens + 16) * fp16.bytes_per_token > room.usable - report.weight_bytes
+    bs = report.block_size
+    tokens = room.max_context(report.weight_bytes, fp16, bs)
+    assert tokens % bs == 0
+    assert (tokens + bs) * fp16.bytes_per_token > room.usable - report.weight_bytes
     assert tokens * fp16.bytes_per_token <= room.usable - report.weight_bytes
     small = GpuRoom("tiny", free=1 << 20, total=1 << 30, utilization=0.9)
     assert (

@@ -140,7 +140,7 @@ def test_long_default_context_shrinks_to_fit(tmp_path):
     old = pool.CPU_KV_BUDGET
     pool.CPU_KV_BUDGET = bytes_per_block(mc, 16, "fp32") * 256  # 4096 tokens
     try:
-        eng = LLMEngine(EngineConfig(model=path, device="cpu", max_num_seqs=1))
+        eng = LLMEngine(EngineConfig(model=path, device="cpu", max_num_seqs=1, block_size=16))
         assert eng.max_model_len == 4096 and eng.runner.kv.num_blocks == 256
         [out] = eng.generate([[1, 2, 3]], SamplingParams(max_tokens=4, temperature=0))
         assert len(out) == 4

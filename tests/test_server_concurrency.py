@@ -36,6 +36,7 @@ def server(request: pytest.FixtureRequest):
         device="cpu",
         max_model_len=256,
         num_kv_blocks=blocks,
+        block_size=16,
         step_overlap=overlap,
     )
     wait_ready(srv)

@@ -343,6 +343,13 @@ async def test_dead_url_shows_error(tmp_path):
         assert "Traceback" not in msg
 
 
+# longer than a KV block (64 tokens by default), so that its prompt's first block is cached
+STORY = (
+    "Tell me a story about a cat named Tom who lived in a small house near the big park with "
+    "his friend Lily, a little girl who liked to play with her red ball every day"
+)
+
+
 async def test_serve_shares_the_engine(tmp_path, stories_path):
     import httpx
 
@@ -356,10 +363,10 @@ async def test_serve_shares_the_engine(tmp_path, stories_path):
                 "model": "stories260K.gguf",
                 "max_tokens": 24,
                 "temperature": 0,
-                "messages": [{"role": "user", "content": "Tell me a story about a cat"}],
+                "messages": [{"role": "user", "content": STORY}],
             }
             resp = (await client.post("/chat/completions", json=body)).json()
-        await send(pilot, app, "Tell me a story about a cat")
+        await send(pilot, app, STORY)
         # one engine: the chat's answer equals the API's, and the API's prompt was cached
         assert views(app)[1][1] == resp["choices"][0]["message"]["content"]
         assert app.info.last.cached_tokens > 0

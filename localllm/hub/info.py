@@ -49,7 +49,7 @@ class ModelReport:
     config: ModelConfig | None  # None: localllm cannot run this architecture
     unsupported: str = ""  # why config is None
     context: int = 0  # the context the KV figures are for
-    block_size: int = 16
+    block_size: int = 0  # set from the engine's default or the caller's
     kv: list[KVNeed] = field(default_factory=list)
     gpu: GpuRoom | None = None
 
