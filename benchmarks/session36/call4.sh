@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Session 36 call 3: the kept targets at the new 64-token default against 16-token blocks (the
+# Session 36 call 4: the kept targets at 64-token blocks (then the default, e12eeba) and at 16 (the
 # prefix cache reuses whole blocks: 3,840 of a 3,900-token prefix instead of 3,888), then the
-# engine's GPU tests at the new default.
+# engine's GPU tests at the default of that commit (64).
 set -uo pipefail
 R=$PWD
 source scripts/device_setup.sh
