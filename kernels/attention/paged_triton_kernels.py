@@ -124,10 +124,10 @@ def _load_page_tile(C, S, base, sbase, r, stride_t, d, mask, dmask, QUANT: tl.co
 
 @triton.jit
 def _tile_pages(bt, n0, hi, BLOCK_N: tl.constexpr, BLOCK_SIZE: tl.constexpr):
-    """The pages (int32, as the table holds them) of the KV tile at positions n0 .. n0 + BLOCK_N of a block-table row
-    `bt`: one scalar where a page holds whole tiles (BLOCK_SIZE a multiple of BLOCK_N; tiles
-    start at multiples of BLOCK_N), read at the last position < hi for a tile past it; else one
-    per position (0 from hi on)."""
+    """The pages (int32, as the table holds them) of the KV tile at positions n0 .. n0 +
+    BLOCK_N of a block-table row `bt`: one scalar where a page holds whole tiles (BLOCK_SIZE a
+    multiple of BLOCK_N; tiles start at multiples of BLOCK_N), read at the last position < hi
+    for a tile past it; else one per position (0 from hi on)."""
     if BLOCK_SIZE % BLOCK_N == 0:
         page = tl.load(bt + tl.maximum(tl.minimum(n0, hi - 1), 0) // BLOCK_SIZE)
     else:
