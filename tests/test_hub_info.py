@@ -46,8 +46,8 @@ def test_info_numbers_match_the_file(testdata, name, layers, kv_heads, head_dim)
     int8 = layers * 2 * kv_heads * (head_dim + 4)  # 1 byte each + an fp32 scale per head
     assert kv["fp16"].bytes_per_token == fp16 and kv["fp16"].nbytes == blocks * bs * fp16
     assert kv["int8"].nbytes == kv["fp8"].nbytes == blocks * bs * int8
-    small = model_report(path, context=1000, block_size=16)  # the caller's block size
-    assert small.block_size == 16 and small.kv[0].nbytes == -(-1000 // 16) * 16 * fp16
+    big = model_report(path, context=1000, block_size=64)  # the caller's block size
+    assert big.block_size == 64 and big.kv[0].nbytes == -(-1000 // 64) * 64 * fp16
 
 
 def test_info_quant_and_default_context(testdata):

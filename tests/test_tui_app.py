@@ -343,7 +343,7 @@ async def test_dead_url_shows_error(tmp_path):
         assert "Traceback" not in msg
 
 
-# longer than a KV block (64 tokens by default), so that its prompt's first block is cached
+# longer than the largest KV block (64 tokens), so that its prompt's first block is cached
 STORY = (
     "Tell me a story about a cat named Tom who lived in a small house near the big park with "
     "his friend Lily, a little girl who liked to play with her red ball every day"
