@@ -55,30 +55,29 @@ def _widen(x, DTYPE: tl.constexpr, WIDEN: tl.constexpr):
 
 
 @triton.jit
-def _load_kv_tile(
-    C,
-    S,
-    page,
-    off,
-    h,
-    stride_b,
-    stride_h,
-    stride_t,
-    stride_sb,
-    stride_sh,
-    d,
-    mask,
-    dmask,
-    QUANT: tl.constexpr,
-    DTYPE: tl.constexpr,
-    WIDEN: tl.constexpr,
-):
-    """Rows n of one kv head -> ([BLOCK_N, D_PAD] in DTYPE, scales [BLOCK_N] fp32 or zeros)."""
-    ptr = C + page[:, None] * stride_b + h * stride_h + off[:, None] * stride_t + d[None, :]
+def _load_kv_tile(C, S, page, n0, h, stride_b, stride_h, stride_t, stride_sb, stride_sh, d, mask,
+                  dmask, BLOCK_N: tl.constexpr, BLOCK_SIZE: tl.constexpr, QUANT: tl.constexpr,
+                  DTYPE: tl.constexpr, WIDEN: tl.constexpr):  # fmt: skip
+    """KV rows n0 .. n0 + BLOCK_N of kv head h in one cache (int64 `page` from `_tile_pages`;
+    rows `mask` only) -> ([BLOCK_N, D_PAD] in DTYPE, scales [BLOCK_N] fp32 or zeros). A page
+    that holds whole tiles gives a scalar base plus offsets the loop does not change; else each
+    row takes its own page."""
+    r = tl.arange(0, BLOCK_N)
+    if BLOCK_SIZE % BLOCK_N == 0:
+        o0 = n0 % BLOCK_SIZE
+        base = page * stride_b + h * stride_h + o0 * stride_t
+        sbase = page * stride_sb + h * stride_sh + o0
+        ptr = C + base + (r[:, None] * stride_t + d[None, :])
+    else:
+        off = (n0 + r) % BLOCK_SIZE
+        ptr = C + page[:, None] * stride_b + h * stride_h + off[:, None] * stride_t + d[None, :]
     x = _widen(tl.load(ptr, mask=mask[:, None] & dmask[None, :], other=0.0), DTYPE, WIDEN)
-    s = tl.zeros_like(off).to(tl.float32)  # float caches: unused
+    s = tl.zeros_like(r).to(tl.float32)  # float caches: unused
     if QUANT:
-        s = tl.load(S + page * stride_sb + h * stride_sh + off, mask=mask, other=0.0)
+        if BLOCK_SIZE % BLOCK_N == 0:
+            s = tl.load(S + sbase + r, mask=mask, other=0.0)
+        else:
+            s = tl.load(S + page * stride_sb + h * stride_sh + off, mask=mask, other=0.0)
     return x, s
 
 
@@ -89,37 +88,15 @@ def _kv_tile(K, V, KS, VS, page, n0, hi, h, stride_kb, stride_kh, stride_kt, str
              DTYPE: tl.constexpr, WIDEN: tl.constexpr):  # fmt: skip
     """K and V rows n0 .. n0 + BLOCK_N of kv head h (rows < hi only; their pages `page` from
     `_tile_pages`) -> (k, k scales, v, v scales), k and v in DTYPE (`_widen`)."""
-    r = tl.arange(0, BLOCK_N)
-    ok = n0 + r < hi
+    ok = n0 + tl.arange(0, BLOCK_N) < hi
     page = page.to(tl.int64)
-    if BLOCK_SIZE % BLOCK_N == 0:  # one page: a scalar base + offsets the loop does not change
-        o0 = n0 % BLOCK_SIZE
-        k, ks = _load_page_tile(K, KS, page * stride_kb + h * stride_kh + o0 * stride_kt,
-                                page * stride_ksb + h * stride_ksh + o0, r, stride_kt, d, ok,
-                                dmask, QUANT, DTYPE, WIDEN)  # fmt: skip
-        v, vs = _load_page_tile(V, VS, page * stride_vb + h * stride_vh + o0 * stride_vt,
-                                page * stride_vsb + h * stride_vsh + o0, r, stride_vt, d, ok,
-                                dmask, QUANT, DTYPE, WIDEN)  # fmt: skip
-    else:
-        off = (n0 + r) % BLOCK_SIZE
-        k, ks = _load_kv_tile(K, KS, page, off, h, stride_kb, stride_kh, stride_kt, stride_ksb,
-                              stride_ksh, d, ok, dmask, QUANT, DTYPE, WIDEN)  # fmt: skip
-        v, vs = _load_kv_tile(V, VS, page, off, h, stride_vb, stride_vh, stride_vt, stride_vsb,
-                              stride_vsh, d, ok, dmask, QUANT, DTYPE, WIDEN)  # fmt: skip
+    k, ks = _load_kv_tile(K, KS, page, n0, h, stride_kb, stride_kh, stride_kt, stride_ksb,
+                          stride_ksh, d, ok, dmask, BLOCK_N, BLOCK_SIZE, QUANT, DTYPE,
+                          WIDEN)  # fmt: skip
+    v, vs = _load_kv_tile(V, VS, page, n0, h, stride_vb, stride_vh, stride_vt, stride_vsb,
+                          stride_vsh, d, ok, dmask, BLOCK_N, BLOCK_SIZE, QUANT, DTYPE,
+                          WIDEN)  # fmt: skip
     return k, ks, v, vs
-
-
-@triton.jit
-def _load_page_tile(C, S, base, sbase, r, stride_t, d, mask, dmask, QUANT: tl.constexpr,
-                    DTYPE: tl.constexpr, WIDEN: tl.constexpr):  # fmt: skip
-    """`_load_kv_tile` of a tile within one page: rows r [BLOCK_N] after the element `base`
-    (scales after `sbase`), both scalars."""
-    ptr = C + base + (r[:, None] * stride_t + d[None, :])
-    x = _widen(tl.load(ptr, mask=mask[:, None] & dmask[None, :], other=0.0), DTYPE, WIDEN)
-    s = tl.zeros_like(r).to(tl.float32)  # float caches: unused
-    if QUANT:
-        s = tl.load(S + sbase + r, mask=mask, other=0.0)
-    return x, s
 
 
 @triton.jit
