@@ -1,8 +1,13 @@
 """Where a 512-token prefill goes (issue 16: pp512): the wall time of each of a few prefills of
 fresh prompts, then their kernels by category and the top ones (torch profiler,
 `bench.profile.kernel_breakdown`, as `localllm bench --profile` for decode steps).
+With --cached N: the turn after a cached N-token prefix instead (bench's prefix scenario: N =
+3900, --tokens 100): each run's prefix is sent once with another suffix first (untimed), then
+prefix + a new suffix is timed and profiled, so the timed turns prefill only what the prefix
+cache does not hold.
 
 Usage: python3 scripts/probe_prefill.py [--model llama3-8b-q4_k_m] [--tokens 512] [--runs 5]
+           [--cached N] [--block-size B]
 """
 
 from __future__ import annotations
@@ -21,9 +26,8 @@ from localllm.core import SamplingParams
 from localllm.engine.engine import LLMEngine
 
 
-def prefill(engine: LLMEngine, n: int, rng: random.Random) -> float:
-    """Seconds of the engine steps that prefill one fresh n-token prompt (max_tokens 1)."""
-    prompt = [rng.randrange(100, 30000) for _ in range(n)]
+def prefill(engine: LLMEngine, prompt: list[int]) -> float:
+    """Seconds of the engine steps that prefill `prompt` (max_tokens 1)."""
     engine.add_request(prompt, SamplingParams(max_tokens=1, temperature=0.0, ignore_eos=True))
     torch.cuda.synchronize()
     t0 = time.perf_counter()
@@ -33,24 +37,48 @@ def prefill(engine: LLMEngine, n: int, rng: random.Random) -> float:
     return time.perf_counter() - t0
 
 
+def prompts(
+    engine: LLMEngine, rng: random.Random, n: int, tokens: int, cached: int
+) -> list[list[int]]:
+    """`n` fresh prompts of `tokens` tokens, each after a `cached`-token prefix that the prefix
+    cache then holds (sent once with another suffix, untimed)."""
+
+    def fresh(k: int) -> list[int]:
+        return [rng.randrange(100, min(30000, engine.model_cfg.vocab_size)) for _ in range(k)]
+
+    out = []
+    for _ in range(n):
+        prefix = fresh(cached)
+        if cached:
+            prefill(engine, prefix + fresh(tokens))
+        out.append(prefix + fresh(tokens))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     add_engine_args(ap, model_required=False)
     ap.add_argument("--tokens", type=int, default=512)
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument(
+        "--cached", type=int, default=0, help="tokens of a cached prefix before each prompt"
+    )
     a = ap.parse_args()
     a.model = resolve_model(a.model or "llama3-8b-q4_k_m")
-    engine = LLMEngine(engine_config(a, max_model_len=4096, enable_prefix_caching=False))
+    ctx = max(4096, a.cached + a.tokens + 16)
+    engine = LLMEngine(engine_config(a, max_model_len=ctx, enable_prefix_caching=a.cached > 0))
     rng = random.Random(0)
-    for _ in range(2):
-        prefill(engine, a.tokens, rng)
-    walls = [prefill(engine, a.tokens, rng) for _ in range(a.runs)]
-    print("prefill wall ms:", " ".join(f"{1e3 * w:.2f}" for w in walls),
+    for p in prompts(engine, rng, 2, a.tokens, a.cached):
+        prefill(engine, p)
+    walls = [prefill(engine, p) for p in prompts(engine, rng, a.runs, a.tokens, a.cached)]
+    what = f"{a.tokens}-token prefill" + (f" after {a.cached} cached tokens" if a.cached else "")
+    print(what, "wall ms:", " ".join(f"{1e3 * w:.2f}" for w in walls),
           "| tok/s:", " ".join(f"{a.tokens / w:.0f}" for w in walls))  # fmt: skip
+    timed = prompts(engine, rng, a.runs, a.tokens, a.cached)
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        wall = sum(prefill(engine, a.tokens, rng) for _ in range(a.runs))
+        wall = sum(prefill(engine, p) for p in timed)
     p = kernel_breakdown(prof, a.runs, wall)
-    print(format_profile(p, f"{a.tokens}-token prefill (profiler on)"))
+    print(format_profile(p, f"{what} (profiler on)"))
 
 
 if __name__ == "__main__":

@@ -70,7 +70,25 @@ def test_tokens_counted_equal_tokens_requested(full_run) -> None:
     (p,) = res["prefix"]
     assert p["cached_tokens"] == [p["cacheable_tokens"]] * s["reps"] and p["cacheable_tokens"] == 64
     (i,) = res["itl"]
-    assert i["unloaded_steps"] == s["itl_steps"] and i["loaded_steps"] >= 1
+    assert len(i["runs"]) == len(i["ratio_samples"]) == i["reps"] == s["reps"]
+    for run in i["runs"]:
+        assert run["unloaded_steps"] == s["itl_steps"] and run["loaded_steps"] >= 1
+        assert run["loaded_p50_ms"] <= run["loaded_p99_ms"] <= run["loaded_max_ms"]
+    assert i["ratio"] == sorted(i["ratio_samples"])[(i["reps"] - 1) // 2]
+
+
+def test_itl_repeats_and_reports_the_median_run(cache, tmp_path: Path, capsys) -> None:
+    """-r 3: three runs, each with fresh streams and a fresh long prompt; the row is the run of
+    median ratio, and the table prints every run's ratio."""
+    out = tmp_path / "itl.json"
+    assert main(["bench", *TINY, "--scenario", "itl", "-r", "3", "--json", str(out)]) == 0
+    (i,) = json.loads(out.read_text())["results"]["itl"]
+    assert i["reps"] == 3 and len(i["runs"]) == 3
+    median = sorted(i["runs"], key=lambda r: r["ratio"])[1]
+    assert {k: i[k] for k in median} == median
+    assert all(r["loaded_steps"] >= 1 and r["unloaded_steps"] == 8 for r in i["runs"])
+    printed = capsys.readouterr().out
+    assert all(f"{x:.2f}x" in printed for x in i["ratio_samples"])
 
 
 def test_kv_scenario_covers_each_dtype_and_depth(full_run) -> None:

@@ -50,6 +50,16 @@ SERVE = {
     "goodput_req_s": NUM,
     "finish_reasons": {"type": "array", "items": STR},
 }
+ITL_RUN = {
+    "unloaded_p99_ms": NUM,
+    "loaded_p99_ms": NUM,
+    "ratio": NUM,
+    "unloaded_p50_ms": NUM,
+    "loaded_p50_ms": NUM,
+    "loaded_max_ms": NUM,
+    "unloaded_steps": INT,
+    "loaded_steps": INT,
+}
 ROWS = {
     "pp": _obj({**SPEED, "n_prompt": INT, "prompt_tokens": INTS}),
     "tg": _obj(DECODE),
@@ -57,8 +67,8 @@ ROWS = {
     "prefix": _obj({"prefix_tokens": INT, "suffix_tokens": INT, "reps": INT, "cold_ttft_ms": NUM,
                     "warm_ttft_ms": NUM, "cold_samples_ms": NUMS, "warm_samples_ms": NUMS,
                     "ratio": NUM, "cached_tokens": INTS, "cacheable_tokens": INT}),
-    "itl": _obj({"streams": INT, "long_prompt": INT, "unloaded_p99_ms": NUM, "loaded_p99_ms": NUM,
-                 "ratio": NUM, "unloaded_steps": INT, "loaded_steps": INT}),
+    "itl": _obj({"streams": INT, "long_prompt": INT, "reps": INT, **ITL_RUN, "ratio_samples": NUMS,
+                 "runs": {"type": "array", "items": _obj(ITL_RUN)}}),
     "kv": _obj({**DECODE, "capacity_tokens": INT, "kv_bytes_per_token": INT, "tokens_per_gib": INT,
                 "max_model_len": INT}),
     "spec": _obj({"prompt": STR, "prompt_set": STR, "spec_tokens": INT, "gen": INT, "reps": INT, "prompts": INT,

@@ -37,7 +37,7 @@ _LIST = (
     Scenario("prefix", "time to first token with a shared system prompt: cold vs cached",
              run_prefix, lambda s: s.reps, lambda s: s.prefix_len + s.prefix_suffix + 1),
     Scenario("itl", "inter-token latency of running streams while a long prompt prefills",
-             run_itl, lambda s: 1, itl_context, lambda s: s.itl_streams + 1),
+             run_itl, lambda s: s.reps, itl_context, lambda s: s.itl_streams + 1),
     Scenario("kv", "KV cache dtypes: capacity in tokens and decode speed at each --depth",
              run_kv, _kv_units, _tg_context),
     Scenario("spec", "speculative decoding on vs off: grounded and open-ended prompts",
