@@ -357,3 +357,90 @@ def test_chainable_rule() -> None:
     assert not chainable(last)  # its logprobs come from the host
     sched.add(SequenceState("late", [1], SamplingParams(max_tokens=2)))
     assert sched.schedule_ahead(last) is None  # someone waits for admission
+
+
+def test_chainable_rule_with_a_prefill_chunk() -> None:
+    """A long prompt prefilled `decode_prefill_chunk` tokens a step beside a decode: the mixed
+    step chains, the step ahead carries the prompt's next chunk (sized as schedule() would),
+    and the chunk that would be the prompt's last is left to a plain step."""
+    from localllm.core import SequenceState
+
+    bm = BlockManager(num_blocks=64, block_size=4, enable_prefix_caching=False)
+    cfg = SchedulerConfig(max_model_len=128, decode_prefill_chunk=8, short_prefill=16)
+    sched = Scheduler(cfg, bm)
+    sp = SamplingParams(max_tokens=40, temperature=0.0)
+    dec = SequenceState("d", [1, 2, 3], sp)
+    sched.add(dec)
+    sched.update(sched.schedule(), {dec.seq_id: [9]})
+    long = SequenceState("p", list(range(1, 31)), sp)  # 30 tokens: chunks of 8, 8, 8, 6
+    sched.add(long)
+    batch = sched.schedule()
+    assert [(it.start, it.num_tokens, it.is_decode) for it in batch.items] == [
+        (3, 1, True), (0, 8, False)]  # fmt: skip
+    assert chainable(batch)
+    nxt = sched.schedule_ahead(batch)
+    assert nxt is not None
+    assert [(it.start, it.num_tokens, it.needs_logits) for it in nxt.items] == [
+        (4, 1, True), (8, 8, False)]  # fmt: skip
+    assert len(long.block_table) == 4  # 16 tokens
+    sched.update(batch, {dec.seq_id: [9], long.seq_id: []})
+    assert chainable(nxt)
+    third = sched.schedule_ahead(nxt)
+    assert third is not None and third.items[1].start == 16 and third.items[1].num_tokens == 8
+    sched.update(nxt, {dec.seq_id: [9], long.seq_id: []})
+    assert sched.schedule_ahead(third) is None  # the next chunk (24..30) is the last one
+    sched.update(third, {dec.seq_id: [9], long.seq_id: []})
+    final = sched.schedule()
+    assert final.items[1].needs_logits and not chainable(final)  # a chunk that samples
+    dec.params = SamplingParams(max_tokens=40, temperature=0.0, logprobs=1)
+    assert not chainable(third)  # a decode the host samples still stops the chain
+
+
+def test_mixed_steps_chain_with_identical_output() -> None:
+    """Streams decoding while a long prompt prefills a chunk a step beside them (greedy and
+    sampled rows): the mixed steps chain, every request's output (the long prompt's too) is
+    the same as with overlap off, a later prompt that extends the long one reuses its cached
+    blocks and continues identically, and every block comes back."""
+    kw = dict(decode_prefill_chunk=16, max_num_batched_tokens=64)
+    on, off = _engine("on", **kw), _engine("off", **kw)
+    rng = random.Random(9)
+    long_prompt = [1] + [rng.randrange(3, 512) for _ in range(299)]
+    streams = _prompts(3, seed=9)
+    params = [
+        SamplingParams(max_tokens=60, temperature=0.0, ignore_eos=True),
+        SamplingParams(max_tokens=60, temperature=0.8, seed=4, ignore_eos=True),
+        SamplingParams(max_tokens=60, temperature=0.0, repetition_penalty=1.2, ignore_eos=True),
+    ]
+    long_sp = SamplingParams(max_tokens=20, temperature=0.0, ignore_eos=True)
+
+    def run(eng: LLMEngine) -> tuple[list, int]:
+        eng.sampler._shared.manual_seed(5)
+        rids = [eng.add_request(p, sp) for p, sp in zip(streams, params)]
+        out: dict[str, list[int]] = {r: [] for r in rids}
+        for _ in range(4):  # the streams are decoding when the long prompt arrives
+            for ev in eng.step():
+                out[ev.request_id] += ev.token_ids
+        lid = eng.add_request(long_prompt, long_sp)
+        out[lid] = []
+        mixed = ahead = 0  # steps while the long prompt prefills; of them, launched ahead
+        while eng.has_work():
+            in_prefill = lid in eng.requests and eng.requests[lid].seq.in_prefill
+            before = eng.stats.steps_ahead
+            for ev in eng.step():
+                out[ev.request_id] += ev.token_ids
+            mixed += in_prefill
+            ahead += (eng.stats.steps_ahead - before) * in_prefill
+        assert mixed >= 300 // 16  # prefilled 16 tokens a step beside the streams
+        return [out[r] for r in [*rids, lid]], ahead
+
+    got, ahead_on = run(on)
+    want, ahead_off = run(off)
+    assert got == want
+    # every chunk but the first and the last went out ahead of the step before it
+    assert ahead_off == 0 and ahead_on >= 300 // 16 - 2
+    longer = long_prompt + got[-1] + [7, 8, 9]
+    hits = on.block_manager.hits
+    sp = SamplingParams(max_tokens=10, temperature=0.0, ignore_eos=True)
+    assert _run(on, [longer], [sp]) == _run(off, [longer], [sp])
+    assert on.block_manager.hits > hits
+    assert _blocks_back(on) and _blocks_back(off)

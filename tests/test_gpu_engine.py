@@ -156,6 +156,52 @@ def test_step_overlap_matches_plain_steps(testdata):
     assert ahead["off", 0] == 0 and ahead["on", 0] > 100 and ahead["on", 4] > 0, ahead
 
 
+def test_mixed_steps_chain_in_graphs(testdata):
+    """A long prompt prefilled 24 tokens a step beside decoding streams (the mixed CUDA
+    graphs): with step overlap those steps chain (the next chunk goes out before the streams'
+    tokens reach the host, their ids copied on the device into the mixed graph's decode rows),
+    and every request's tokens equal those of plain steps."""
+    import random
+
+    gold = json.loads((testdata / "golden" / "pycode-22m-q4_k_m_greedy.json").read_text())
+    streams = [p["prompt_ids"] for p in gold["prompts"]][:3]
+    params = [SamplingParams(max_tokens=80, temperature=0.0, ignore_eos=True)] * 2
+    params.append(
+        SamplingParams(max_tokens=80, temperature=0.8, top_p=0.95, seed=2, ignore_eos=True)
+    )
+    long_sp = SamplingParams(max_tokens=16, temperature=0.0, ignore_eos=True)
+    outs, ahead, mixed = {}, {}, {}
+    for mode in ("off", "on"):
+        eng = _engine(testdata / "models" / "pycode-22m-q4_k_m.gguf", step_overlap=mode)
+        rng = random.Random(3)
+        long_prompt = [streams[0][0]] + [
+            rng.randrange(100, eng.model_cfg.vocab_size) for _ in range(599)
+        ]
+        rids = [eng.add_request(p, sp) for p, sp in zip(streams, params)]
+        out: dict[str, list[int]] = {r: [] for r in rids}
+        for _ in range(4):
+            for ev in eng.step():
+                out[ev.request_id] += ev.token_ids
+        lid = eng.add_request(long_prompt, long_sp)
+        out[lid] = []
+        ahead[mode] = 0
+        replays = eng.runner.graphs.replays["mixed"]
+        while eng.has_work():
+            in_prefill = lid in eng.requests and eng.requests[lid].seq.in_prefill
+            before = eng.stats.steps_ahead
+            for ev in eng.step():
+                out[ev.request_id] += ev.token_ids
+            ahead[mode] += (eng.stats.steps_ahead - before) * in_prefill
+        mixed[mode] = eng.runner.graphs.replays["mixed"] - replays
+        outs[mode] = [out[r] for r in [*rids, lid]]
+        eng.close()
+        del eng
+        _release()
+    assert outs["on"] == outs["off"]
+    assert mixed["off"] >= 600 // 24 - 1 and mixed["on"] == mixed["off"], mixed
+    assert ahead["off"] == 0 and ahead["on"] >= mixed["on"] - 3, (ahead, mixed)
+
+
 def test_kv_dtype_quality(testdata):
     """Held-out NLL with int8 and fp8 KV within 1% of fp16 KV (pycode-22m-q8_0)."""
     text = json.loads((testdata / "golden" / "pycode-22m_greedy_f32.json").read_text())[

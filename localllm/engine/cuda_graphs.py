@@ -275,15 +275,16 @@ class GraphRunner:
         self, batch: ScheduledBatch, plan: ReplayPlan, ids_from: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, list[tuple[int, int]]]:
         """Replay the graph `plan` (from `plan(batch)`) chose for batch: (logits [S, V], their
-        argmax [S], each item's (first row, rows)). ids_from ([>= b] int64, on the device): the
-        token ids of a plain decode step, one per item in order, taken there in stream order
-        (a step launched ahead of its tokens, engine/overlap.py)."""
+        argmax [S], each item's (first row, rows)). ids_from ([>= decodes] int64, on the device):
+        the token ids of a chainable step's decodes, one each in order, taken there in stream
+        order (a step launched ahead of its tokens, engine/overlap.py; a prefill chunk's ids
+        are staged from the host)."""
         key, decodes, chunk = plan
         feed = ids_from is None
         n, rows = self.buf.stage(key, decodes, chunk, self.runner.block_size, feed_ids=feed)
         self.buf.upload(n)
         if ids_from is not None:
-            assert key.w == 1 and not key.c, "only plain decode steps take ids on the device"
+            assert key.w == 1, "only chainable steps (decodes, a chunk) take ids on the device"
             self.buf.ids[: len(decodes)].copy_(ids_from[: len(decodes)], non_blocking=True)
         self.graphs[key].replay()
         kind = "verify" if key.w > 1 else "long" if key.long else "decode" if not key.c else (

@@ -313,14 +313,15 @@ class LLMEngine:
         return cur, events
 
     def _launch_ahead(self, cur: _Launched, check_drafts: bool) -> _Launched | None:
-        """Launch the decode step after `cur` (still on the device; overlap.chainable: the
-        caller checked) when no sequence has been drafting lately (Speculator.quiet;
+        """Launch the step after `cur` (still on the device; overlap.chainable: the caller
+        checked: its decodes, and the next chunk of a prompt in prefill) when no sequence has been drafting lately (Speculator.quiet;
         check_drafts: make this step's proposal first, from the tokens before cur's: a step
         late). cur's tokens are drawn on the device and start their copy to the host first:
         the next replay of the same graph overwrites its logits and argmax."""
         out = cur.out
         assert out.greedy is not None, "a chainable step is run with its argmax"
-        if not self.speculator.quiet([it.seq for it in cur.batch.items], propose=check_drafts):
+        decoding = [it.seq for it in cur.batch.items if it.is_decode]
+        if not self.speculator.quiet(decoding, propose=check_drafts):
             return None
         nxt = self.scheduler.schedule_ahead(cur.batch)
         if nxt is None:
@@ -329,6 +330,9 @@ class LLMEngine:
         cur.ids = HostIds(ids)
         nxt_out = self.runner.execute(nxt, greedy=True, ids_from=ids)
         self.stats.steps_ahead += 1
+        # while it runs: index the prompt being prefilled, as `_launch` does
+        prefills = [it.seq for it in nxt.items if not it.is_decode]
+        self.speculator.prepare(prefills, len(self.scheduler.running))
         return _Launched(nxt, nxt_out, time.perf_counter())
 
     def _finish(self, cur: _Launched) -> list[TokenEvent]:

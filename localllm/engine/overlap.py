@@ -11,9 +11,13 @@ for N's tokens and does N's host work while N+1 runs. At most one step is in fli
 the host.
 
 What a step launched ahead cannot know, it does not guess: it is launched only when step N is a
-plain decode step of every running sequence (no drafts, no prefill chunk, nobody waiting),
-none of whose rows needs the host to pick its token (logprobs, a grammar), and when N cannot
-end a sequence by length. A sequence that N ends otherwise (EOS, a stop string, an abort) got
+plain decode step of every running sequence (no drafts, nobody waiting), none of whose rows
+needs the host to pick its token (logprobs, a grammar), and when N cannot end a sequence by
+length. N may also carry one chunk of a long prompt being prefilled beside the decodes (the
+`--decode-prefill-chunk` tokens a step that keep the streams' latency low): the prompt's next
+chunk is known, so N+1 carries it, unless it is the prompt's last (its first token goes out
+through a plain step). Those mixed steps are the ones a long prompt adds to running streams'
+inter-token gaps, and chaining them hides the host's work there too. A sequence that N ends otherwise (EOS, a stop string, an abort) got
 one token of wasted work in N+1: its result is dropped (nothing is sampled for it), and its KV
 write went to a block past its end that no prefix-cache entry holds. The sampler sees the same
 rows in the same calls as without overlap, so it draws the same random numbers (seeded or
@@ -35,16 +39,20 @@ N+1 and ModelRunner.execute(ids_from=...) launches it.
 from __future__ import annotations
 
 from localllm.core import SeqStatus
-from localllm.engine.scheduler_types import ScheduledBatch
+from localllm.engine.scheduler_types import ScheduledBatch, ScheduledSeq
 
 
 def chainable(batch: ScheduledBatch) -> bool:
-    """Whether the step after `batch` may be launched before batch's tokens are known."""
-    if not batch.items:
+    """Whether the step after `batch` may be launched before batch's tokens are known: plain
+    decodes, optionally followed by one prefill chunk that samples nothing (a long prompt
+    prefilled a chunk a step beside running streams: its next chunk is known)."""
+    shape = decodes_then_chunk(batch)
+    if shape is None or not shape[0]:
         return False
-    for it in batch.items:
+    decodes, chunk = shape
+    for it in decodes:
         seq, p = it.seq, it.seq.params
-        if not (it.is_decode and it.needs_logits and it.num_tokens == 1) or it.draft_ids:
+        if not (it.needs_logits and it.num_tokens == 1) or it.draft_ids:
             return False
         if seq.status is not SeqStatus.RUNNING:
             return False
@@ -52,4 +60,18 @@ def chainable(batch: ScheduledBatch) -> bool:
             return False
         if seq.num_output + 2 > p.max_tokens:  # batch's token may be its last
             return False
-    return True
+    return chunk is None or chunk.seq.status is SeqStatus.RUNNING
+
+
+def decodes_then_chunk(
+    batch: ScheduledBatch,
+) -> tuple[list[ScheduledSeq], ScheduledSeq | None] | None:
+    """(the decode items, the prefill chunk after them that samples nothing or None) when
+    batch is only that; None for any other batch (a chunk that samples, several chunks)."""
+    items = batch.items
+    if all(it.is_decode for it in items):
+        return items, None
+    *decodes, last = items
+    if last.is_decode or last.needs_logits or not all(it.is_decode for it in decodes):
+        return None
+    return decodes, last

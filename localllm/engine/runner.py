@@ -239,7 +239,8 @@ class ModelRunner:
     def prepare(
         self, batch: ScheduledBatch, feed_ids: bool = True
     ) -> tuple[ForwardBatch, list[tuple[int, int]]]:
-        """feed_ids=False: a plain decode step whose ids the caller puts in (one 0 per item)."""
+        """feed_ids=False: a chainable step (overlap.chainable) whose decode ids the caller
+        puts in (one 0 per decode item; a prefill chunk's ids are fed)."""
         bs = self.block_size
         ids: list[int] = []
         tables: list[list[int]] = []
@@ -251,7 +252,8 @@ class ModelRunner:
         for it in batch.items:
             seq, start, n = it.seq, it.start, it.num_tokens
             known = n - len(it.draft_ids)
-            ids += seq.token_ids[start : start + known] if feed_ids else [0] * known
+            fed = feed_ids or not it.is_decode
+            ids += seq.token_ids[start : start + known] if fed else [0] * known
             ids += it.draft_ids
             pos_chunks.append(np.arange(start, start + n, dtype=np.int64))
             tables.append(seq.block_table)
@@ -279,17 +281,18 @@ class ModelRunner:
         self, batch: ScheduledBatch, greedy: bool = False, ids_from: torch.Tensor | None = None
     ) -> StepOutput:
         """Run batch's forward without waiting for the device. greedy: also return the argmax
-        of each logits row (replayed graphs always do). ids_from ([>= items] int64, on the
-        device): the input ids of a plain decode step, one per item in order, from the step
-        before, still in flight (engine/overlap.py); the items' own token_ids are not read."""
+        of each logits row (replayed graphs always do). ids_from ([>= decodes] int64, on the
+        device): the input ids of a chainable step's decodes (its first items), one each, from
+        the step before, still in flight (engine/overlap.py); their own token_ids are not read."""
         graphs = self.graphs
         plan = graphs.plan(batch) if graphs is not None else None
         if graphs is not None and plan is not None:
             logits, argmax, rows = graphs.run(batch, plan, ids_from)
             return StepOutput(logits, rows, argmax)
         fb, rows = self.prepare(batch, ids_from is None)
-        if ids_from is not None:
-            fb = replace(fb, input_ids=ids_from[: len(batch.items)])
+        if ids_from is not None:  # decodes first, one row each; a chunk's rows after them
+            n = sum(1 for it in batch.items if it.is_decode)
+            fb = replace(fb, input_ids=torch.cat((ids_from[:n], fb.input_ids[n:])))
         hidden = self.model.forward(fb, self.kv)
         if hidden.shape[0] == 0:
             return StepOutput(torch.empty(0, self.model_cfg.vocab_size, device=self.device), rows)

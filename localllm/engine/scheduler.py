@@ -220,21 +220,36 @@ class Scheduler:
         return item.num_tokens if item is not None else 0
 
     def schedule_ahead(self, prev: ScheduledBatch) -> ScheduledBatch | None:
-        """The decode step after `prev`, scheduled while prev is still on the device (step
-        overlap, engine/overlap.py): every running sequence again, in prev's order, with one
-        query token (the one prev samples) at position start + 1. None when that is not the
-        whole next step: a sequence waits for admission, one left or joined, or lacks a block
-        (no preemption here; the next plain schedule() deals with it)."""
+        """The step after `prev`, scheduled while prev is still on the device (step overlap,
+        engine/overlap.py): every running sequence again, in prev's order; a decode with one
+        query token (the one prev samples) at position start + 1, a prompt in prefill with its
+        next chunk, as schedule() would size it. None when that is not the whole next step: a
+        sequence waits for admission, one left or joined, lacks a block (no preemption here;
+        the next plain schedule() deals with it), or the next chunk would be the prompt's last
+        (its first token goes through a plain step)."""
         if self.waiting or len(self.running) != len(prev.items):
             return None
+        decodes = sum(1 for it in prev.items if it.is_decode)
+        budget = self.config.max_num_batched_tokens - decodes
+        cap = self.config.decode_prefill_chunk
+        self._long_left = cap if decodes and cap else budget  # as schedule() sets it
         items = []
         for it in prev.items:
             seq = it.seq
             if seq.status is not SeqStatus.RUNNING or seq.num_computed != it.start:
                 return None
-            if not self.block_manager.allocate(seq, 2):  # prev's token and this step's
+            if it.is_decode:
+                n, nxt = 2, ScheduledSeq(seq, it.start + 1, 1, [], True, is_decode=True)
+            else:
+                start = it.start + it.num_tokens
+                work = seq.num_tokens - seq.num_cached_prompt
+                chunk = self._chunk(seq.num_tokens - start, self._allowed(work, budget))
+                if chunk < 1 or start + chunk >= seq.num_tokens:
+                    return None
+                n, nxt = it.num_tokens + chunk, ScheduledSeq(seq, start, chunk, [], False)
+            if not self.block_manager.allocate(seq, n):  # prev's tokens and this step's
                 return None
-            items.append(ScheduledSeq(seq, it.start + 1, 1, [], True, is_decode=True))
+            items.append(nxt)
         return ScheduledBatch(items)
 
     # ---- after the forward --------------------------------------------------------------------

@@ -76,17 +76,22 @@ def tokens_on_device(
     sampler: Sampler,
     batch: ScheduledBatch,
     logits: torch.Tensor,  # [S, V] the step's logits rows
-    rows: list[tuple[int, int]],  # per item: (i, 1), a plain decode step's rows in item order
+    rows: list[tuple[int, int]],  # per item: (i, 1) for decode i, then (0, 0) for a chunk
     greedy: torch.Tensor,  # [>= S] argmax of each row
 ) -> torch.Tensor:
-    """[items] int64 on the device: each item's token of a plain decode step, without a host
-    sync (step overlap feeds them to the next step before the host sees them). Rows that are
-    `argmax_on_device` take greedy; the others go to the sampler exactly as `sample_step`
+    """[decodes] int64 on the device: each decode item's token of a chainable step (plain
+    decodes, then perhaps a prefill chunk that samples nothing: overlap.chainable), without a
+    host sync (step overlap feeds them to the next step before the host sees them). Rows that
+    are `argmax_on_device` take greedy; the others go to the sampler exactly as `sample_step`
     sends them (the same rows in one call, so the same random draws). No logprobs here."""
-    n = len(batch.items)
-    assert rows == [(i, 1) for i in range(n)], "a plain decode step's rows"
+    n = sum(1 for it in batch.items if it.is_decode)
+    assert rows[:n] == [(i, 1) for i in range(n)] and all(r == (0, 0) for r in rows[n:]), (
+        "a chainable step's rows"
+    )
     other: list[_Item] = [
-        (it.seq, i, []) for i, it in enumerate(batch.items) if not it.seq.params.argmax_on_device
+        (it.seq, i, [])
+        for i, it in enumerate(batch.items[:n])
+        if not it.seq.params.argmax_on_device
     ]
     if not other:
         return greedy[:n]
@@ -95,10 +100,12 @@ def tokens_on_device(
 
 
 def taken_from_ids(batch: ScheduledBatch, ids: HostIds) -> StepTokens:
-    """The tokens of a plain decode step whose ids `tokens_on_device` computed: item i takes
-    ids[i] (waits for their copy to the host)."""
+    """The tokens of a chainable step whose ids `tokens_on_device` computed: decode item i
+    takes ids[i] (waits for their copy to the host), a prefill chunk after them nothing."""
     host = ids.tolist()
-    return StepTokens({it.seq.seq_id: [host[i]] for i, it in enumerate(batch.items)})
+    return StepTokens(
+        {it.seq.seq_id: [host[i]] if it.is_decode else [] for i, it in enumerate(batch.items)}
+    )
 
 
 class HostIds:
