@@ -160,7 +160,9 @@ def test_mixed_steps_chain_in_graphs(testdata):
     """A long prompt prefilled 24 tokens a step beside decoding streams (the mixed CUDA
     graphs): with step overlap those steps chain (the next chunk goes out before the streams'
     tokens reach the host, their ids copied on the device into the mixed graph's decode rows),
-    and every request's tokens equal those of plain steps."""
+    and every request's tokens equal those of plain steps. (With speculation on, in session 37
+    on an H200, the outputs matched too, but about half of the chunks shared a step with
+    drafts and ran eagerly.)"""
     import random
 
     gold = json.loads((testdata / "golden" / "pycode-22m-q4_k_m_greedy.json").read_text())
@@ -172,7 +174,10 @@ def test_mixed_steps_chain_in_graphs(testdata):
     long_sp = SamplingParams(max_tokens=16, temperature=0.0, ignore_eos=True)
     outs, ahead, mixed = {}, {}, {}
     for mode in ("off", "on"):
-        eng = _engine(testdata / "models" / "pycode-22m-q4_k_m.gguf", step_overlap=mode)
+        # no speculation: a step with drafts beside a chunk runs eagerly (no graph holds both)
+        eng = _engine(
+            testdata / "models" / "pycode-22m-q4_k_m.gguf", step_overlap=mode, spec_tokens=0
+        )
         rng = random.Random(3)
         long_prompt = [streams[0][0]] + [
             rng.randrange(100, eng.model_cfg.vocab_size) for _ in range(599)
