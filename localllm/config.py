@@ -81,17 +81,19 @@ BLOCK_SIZES = (8, 16, 32, 64)
 # attention reads one page number per tile instead of one per token (kernels/attention
 # `_tile_pages`): H200, tg128 at 64 against 16 (BENCHMARKS.md, session 36) llama3-8b fp16 KV
 # +0.5% / +0.4% / +4.4% at depth 0 / 4,096 / 16,384, int8 +1.1% / +2.9% at 4,096 / 16,384;
-# llama2-7b fp16 +1.3% / +3.6% / +3.7%, int8 +3.4% / +1.7%. The default stays 16 until the
-# prefix cache is measured at 64: it reuses whole blocks only, so a turn after a cached prefix
-# recomputes up to 63 tokens instead of 15 (bench's 3,900 + 100 prompt: 160 instead of 112,
-# past the 128-row prefill graph).
+# llama2-7b fp16 +1.3% / +3.6% / +3.7%, int8 +3.4% / +1.7%. The default stays 16: the prefix
+# cache reuses whole blocks only, so a turn after a cached prefix recomputes up to 63 tokens
+# instead of 15 (bench's 3,900 + 100 prompt: 160 instead of 112, past the 128-row fused GEMM),
+# and that turn took 17.0 ms at 64 against 13.9 ms at 16 (session 37, 5 runs each).
 DEFAULT_BLOCK_SIZE = 16
 STEP_OVERLAP = ("auto", "on", "off")  # --step-overlap (engine/overlap.py)
 
 # Most prefill tokens in a step that also decodes, on a GPU, when --decode-prefill-chunk is not
 # given (no cap on CPU). Such steps replay the mixed CUDA graphs (cuda_graphs.MIXED_CHUNK is this
 # number), so streams keep their pace while a long prompt prefills (H200, 8 streams + an
-# 8000-token prompt: p99 inter-token latency 1.41x unloaded; 512 tokens per step: 7.99x).
+# 8000-token prompt: p99 inter-token latency 1.41x unloaded, session 5; 512 tokens per step:
+# 7.99x; session 37, with faster decode: 1.58x, and 1.50x once those steps chain (overlap.py);
+# 16 or 12 tokens a step were no better than 24: 1.58x / 1.56x).
 DECODE_PREFILL_CHUNK_GPU = 24
 
 

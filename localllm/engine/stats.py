@@ -44,7 +44,7 @@ class EngineStats:
     step_time: float = 0.0
     spec_proposed: int = 0
     spec_accepted: int = 0
-    steps_ahead: int = 0  # decode steps launched before the previous step's tokens were taken
+    steps_ahead: int = 0  # steps launched before the previous step's tokens were taken
     steps_early: int = 0  # steps launched before the previous step's events were made
     last: dict = field(default_factory=dict)  # stats of the most recently finished request
 
@@ -85,7 +85,7 @@ class EngineSnapshot:
     spec_accepted: int
     preemptions: int
     steps: int
-    steps_ahead: int  # decode steps launched before the previous step's tokens were taken
+    steps_ahead: int  # steps launched before the previous step's tokens were taken
     steps_early: int  # steps launched before the previous step's events were made
     requests_received: int
     requests_finished: int

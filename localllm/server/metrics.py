@@ -133,7 +133,7 @@ _COUNTERS = [
     (
         "steps_ahead",
         "engine_steps_ahead",
-        "Decode steps launched before the previous step's tokens reached the host (step overlap)",
+        "Steps launched before the previous step's tokens reached the host (step overlap)",
     ),
     (
         "steps_early",
