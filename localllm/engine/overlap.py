@@ -1,4 +1,4 @@
-"""Step overlap: launch decode step N+1 before step N's tokens reach the host.
+"""Step overlap: launch step N+1 before step N's tokens reach the host.
 
 A decode step used to run: stage the inputs, replay the CUDA graph, wait for its token ids, then
 update the sequences, detokenize, check stops, and schedule the next step, while the GPU idled.
@@ -17,12 +17,15 @@ length. N may also carry one chunk of a long prompt being prefilled beside the d
 `--decode-prefill-chunk` tokens a step that keep the streams' latency low): the prompt's next
 chunk is known, so N+1 carries it, unless it is the prompt's last (its first token goes out
 through a plain step). Those mixed steps are the ones a long prompt adds to running streams'
-inter-token gaps, and chaining them hides the host's work there too. A sequence that N ends otherwise (EOS, a stop string, an abort) got
-one token of wasted work in N+1: its result is dropped (nothing is sampled for it), and its KV
-write went to a block past its end that no prefix-cache entry holds. The sampler sees the same
-rows in the same calls as without overlap, so it draws the same random numbers (seeded or
-not) and output is token-identical, as far as the logits are: a dropped row changes the batch
-of one step, which on a GPU may move the last bits of the other rows' logits.
+inter-token gaps, and chaining them hides the host's work there too (H200, 8 streams beside an
+8,000-token prompt: p99 gap 1.58x -> 1.50x the unloaded one, BENCHMARKS.md session 37).
+
+A sequence that N ends otherwise (EOS, a stop string, an abort) got one token of wasted work
+in N+1: its result is dropped (nothing is sampled for it), and its KV write went to a block
+past its end that no prefix-cache entry holds. The sampler sees the same rows in the same
+calls as without overlap, so it draws the same random numbers (seeded or not) and output is
+token-identical, as far as the logits are: a dropped row changes the batch of one step, which
+on a GPU may move the last bits of the other rows' logits.
 
 A step that cannot chain (a verify step: the host takes its accepted drafts; rows with
 logprobs) still hides part of the host's work: once its tokens are taken and the sequences
