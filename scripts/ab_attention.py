@@ -34,18 +34,26 @@ KV = {"fp16": torch.float16, "int8": torch.int8}
 COLD_BYTES = 256 << 20  # KV copies cycled per replay: several times an H200's 50 MB L2
 
 
-def _with_plan(block_n: int | None, warps: int | None, prefetch: int | None):  # noqa: ANN202
-    """`plan_launch` with BLOCK_N, the warps per program and / or the register prefetch of
-    one-stage decode forced (partition lengths rounded up to the tile)."""
+def _with_plan(block_n: int | None, warps: int | None, prefetch: int | None,
+               block_m: int | None = None):  # noqa: ANN202  # fmt: skip
+    """`plan_launch` with BLOCK_N, the warps per program, the register prefetch of one-stage
+    decode and / or BLOCK_M (query rows x grouped heads a program holds; its row tiles follow)
+    forced (partition lengths rounded up to the tile)."""
     plan = pt.plan_launch
 
-    def planned(batch: int, n_kv: int, *args, **kwargs) -> pt.Plan:  # noqa: ANN002, ANN003
-        p = plan(batch, n_kv, *args, **kwargs)
+    def planned(batch: int, n_kv: int, group: int, d_pad: int, max_q_len: int,
+                *args, **kwargs) -> pt.Plan:  # noqa: ANN002, ANN003  # fmt: skip
+        p = plan(batch, n_kv, group, d_pad, max_q_len, *args, **kwargs)
         bn = block_n or p.block_n
         part_len = min(triton.cdiv(p.part_len, bn) * bn, 2**30)
         pf = p.prefetch if prefetch is None else bool(prefetch)
-        return dataclasses.replace(p, block_n=bn, part_len=part_len,
-                                   num_warps=warps or p.num_warps, prefetch=pf)  # fmt: skip
+        bm, m_blocks = p.block_m, p.m_blocks
+        if block_m:
+            bm = max(block_m, triton.next_power_of_2(group))
+            m_blocks = triton.cdiv(max(max_q_len, 1), bm // group)
+        return dataclasses.replace(p, block_n=bn, part_len=part_len, block_m=bm,
+                                   m_blocks=m_blocks, num_warps=warps or p.num_warps,
+                                   prefetch=pf)  # fmt: skip
 
     return planned
 
@@ -56,7 +64,7 @@ def time_case(hq: int, hkv: int, kv: torch.dtype, seq: int, q_len: int, window: 
     window, the live context over each forced number of KV partitions in `parts`, and the live
     plan with each of `variants` ("s3": 3 pipeline stages, "n32": 32-token KV tiles, "w2": 2
     warps per program, "r1" / "r0": the one-stage register prefetch on / off, "p66": 66 KV
-    partitions, "n128s1w2": several). `block`: tokens per KV page."""
+    partitions, "m128": 128-row query tiles, "n128s1w2": several). `block`: tokens per KV page."""
     one = kv_token_bytes(hkv, 128, kv) * seq  # one sequence's KV
     copies = max(2, min(256, COLD_BYTES // one))
     q, kc, vc, ks, vs, tables, _, lens, _, _, scale = paged_inputs(copies, seq, q_len, hq, hkv,
@@ -67,7 +75,7 @@ def time_case(hq: int, hkv: int, kv: torch.dtype, seq: int, q_len: int, window: 
     cases = [("live", seq, None, ""), ("window", max(window, seq), None, "")]
     cases += [(f"p{p}", seq, p, "") for p in parts] + [(v, seq, None, v) for v in variants]
     for plan, plan_len, forced, variant in cases:
-        knobs = {k: int(v) for k, v in re.findall(r"([snwrp])(\d+)", variant)}
+        knobs = {k: int(v) for k, v in re.findall(r"([snwrpm])(\d+)", variant)}
         stages = knobs.get("s")
         forced = knobs.get("p", forced)
 
@@ -78,8 +86,9 @@ def time_case(hq: int, hkv: int, kv: torch.dtype, seq: int, q_len: int, window: 
                                        parts=forced, num_stages=st)  # fmt: skip
 
         saved = pt.plan_launch
-        if knobs.keys() & {"n", "w", "r"}:
-            pt.plan_launch = _with_plan(knobs.get("n"), knobs.get("w"), knobs.get("r"))
+        if knobs.keys() & {"n", "w", "r", "m"}:
+            pt.plan_launch = _with_plan(knobs.get("n"), knobs.get("w"), knobs.get("r"),
+                                        knobs.get("m"))  # fmt: skip
         try:
             us = do_bench_cudagraph(run, rep=30) * 1e3 / copies
         finally:
@@ -99,7 +108,7 @@ def main() -> None:
         "--variants",
         default="",
         help="s3: 3 stages, n32: 32-token tiles, w2: 2 warps, r1: the prefetch, p66: 66 "
-        "partitions; combined: s4p66",
+        "partitions, m128: 128-row query tiles; combined: s4p66",
     )
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--kv", default=",".join(KV))
