@@ -444,3 +444,48 @@ def test_mixed_steps_chain_with_identical_output() -> None:
     assert _run(on, [longer], [sp]) == _run(off, [longer], [sp])
     assert on.block_manager.hits > hits
     assert _blocks_back(on) and _blocks_back(off)
+
+
+def test_abort_and_arrival_during_chained_prefill() -> None:
+    """While mixed steps chain, the long prompt is aborted with its next chunk in flight, and
+    later a new request arrives: the streams' tokens equal those of overlap off, the aborted
+    prompt gives no event after the abort, and every block comes back."""
+    kw = dict(decode_prefill_chunk=16, max_num_batched_tokens=64)
+    on, off = _engine("on", **kw), _engine("off", **kw)
+    rng = random.Random(21)
+    long_prompt = [1] + [rng.randrange(3, 512) for _ in range(299)]
+    late = _prompts(1, seed=22)[0]
+    streams = _prompts(2, seed=21)
+    sp = SamplingParams(max_tokens=50, temperature=0.0, ignore_eos=True)
+
+    def run(eng: LLMEngine) -> list[list[int]]:
+        rids = [eng.add_request(p, sp) for p in streams]
+        out: dict[str, list[int]] = {r: [] for r in rids}
+        for _ in range(3):
+            for ev in eng.step():
+                out[ev.request_id] += ev.token_ids
+        lid = eng.add_request(long_prompt, sp)
+        for _ in range(6):  # the long prompt is 96 tokens into its prefill, a chunk in flight
+            for ev in eng.step():
+                out[ev.request_id] += ev.token_ids
+        assert eng.requests[lid].seq.in_prefill
+        if eng.overlap:  # its next chunk is on the device already
+            assert eng._ahead is not None
+            assert [it.is_decode for it in eng._ahead.batch.items] == [True, True, False]
+        eng.abort(lid)
+        for _ in range(2):
+            for ev in eng.step():
+                assert ev.request_id != lid
+                out[ev.request_id] += ev.token_ids
+        late_id = eng.add_request(late, sp)
+        out[late_id] = []
+        while eng.has_work():
+            for ev in eng.step():
+                assert ev.request_id != lid
+                out[ev.request_id] += ev.token_ids
+        return [out[r] for r in [*rids, late_id]]
+
+    ahead = on.stats.steps_ahead
+    assert run(on) == run(off)
+    assert on.stats.steps_ahead > ahead
+    assert _blocks_back(on) and _blocks_back(off)
