@@ -191,11 +191,19 @@ def _other_cases() -> Iterator[Case]:
         [f16] * 3 + ["*i64", "*fp32", "*i8", "*i8", "*fp32", "*fp32", "*i64"]),
         dict(BLOCK_SIZE=16, HALF=64, HALF_PAD=64, HQ_PAD=4, HKV_PAD=1, INTERLEAVED=False,
              QMAX=127.0), 2, 2)  # fmt: skip
-    yield Case("attn", attn._attn_kernel, _positional(
-        attn._attn_kernel, [f16, "*i8", "*i8", "*fp32", "*fp32", "*i32", "*i32", "*i32", f16,
-                            "*fp32", "*fp32"] + ["i32"] * 20 + ["fp32", "*i32", "*i8", "*fp32"]),
-        dict(G=4, BLOCK_M=16, BLOCK_N=64, HEAD_DIM=128, D_PAD=128, BLOCK_SIZE=16, QUANT=True,
-             SPLIT=True, IEEE=False, MERGE=True, OUT_QUANT=QUANT_CODES["w4"]), 4, 2)  # fmt: skip
+    # batch-1 decode of llama3-8b's GQA shape (4 query heads a KV head), split KV merged in the
+    # kernel; over 16-token pages (a page number per KV position), and over 64-token pages that
+    # hold whole KV tiles (`_tile_pages`: one page number a tile), int8 and fp16 KV
+    attn_consts = dict(G=4, BLOCK_M=16, BLOCK_N=64, HEAD_DIM=128, D_PAD=128, SPLIT=True,
+                       IEEE=False, MERGE=True, OUT_QUANT=QUANT_CODES["w4"], PDL=False,
+                       PART_TILES=8, MERGE_ROWS=4, MERGE_PARTS=8, PREFETCH=False, WIDEN=0,
+                       KDOT=0, EMU=False)  # fmt: skip
+    for name, kv, quant, bs in (("attn", "*i8", True, 16), ("attn_page64_i8", "*i8", True, 64),
+                                ("attn_page64_fp16", f16, False, 64)):  # fmt: skip
+        yield Case(name, attn._attn_kernel, _positional(
+            attn._attn_kernel, [f16, kv, kv, "*fp32", "*fp32", "*i32", "*i32", "*i32", f16,
+                                "*fp32", "*fp32"] + ["i32"] * 20 + ["fp32", "*i32", "*i8", "*fp32"]),
+            dict(attn_consts, BLOCK_SIZE=bs, QUANT=quant), 4, 2)  # fmt: skip
     yield Case("argmax", argmax_triton._block_argmax_kernel,
                _positional(argmax_triton._block_argmax_kernel, ["*fp32", "*fp32", "*i32"]),
                dict(BLOCK=4096), 8, 2)  # fmt: skip

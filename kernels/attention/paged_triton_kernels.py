@@ -66,18 +66,16 @@ def _load_kv_tile(C, S, page, n0, h, stride_b, stride_h, stride_t, stride_sb, st
     if BLOCK_SIZE % BLOCK_N == 0:
         o0 = n0 % BLOCK_SIZE
         base = page * stride_b + h * stride_h + o0 * stride_t
-        sbase = page * stride_sb + h * stride_sh + o0
         ptr = C + base + (r[:, None] * stride_t + d[None, :])
+        s_off = page * stride_sb + h * stride_sh + o0 + r
     else:
         off = (n0 + r) % BLOCK_SIZE
         ptr = C + page[:, None] * stride_b + h * stride_h + off[:, None] * stride_t + d[None, :]
+        s_off = page * stride_sb + h * stride_sh + off
     x = _widen(tl.load(ptr, mask=mask[:, None] & dmask[None, :], other=0.0), DTYPE, WIDEN)
     s = tl.zeros_like(r).to(tl.float32)  # float caches: unused
     if QUANT:
-        if BLOCK_SIZE % BLOCK_N == 0:
-            s = tl.load(S + sbase + r, mask=mask, other=0.0)
-        else:
-            s = tl.load(S + page * stride_sb + h * stride_sh + off, mask=mask, other=0.0)
+        s = tl.load(S + s_off, mask=mask, other=0.0)
     return x, s
 
 
