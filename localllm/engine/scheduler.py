@@ -90,10 +90,7 @@ class Scheduler:
         for seq in decodes:
             if seq.status is SeqStatus.RUNNING:  # else preempted earlier in this loop
                 budget = self._schedule_running(seq, budget, scheduled, batch)
-        # streams are decoding: long prompts get at most decode_prefill_chunk tokens of this
-        # step, so it stays short (inter-token latency); short prompts are not held back
-        cap = self.config.decode_prefill_chunk
-        self._long_left = cap if scheduled and cap else budget
+        self._start_long_share(bool(scheduled), budget)
         for seq in prefills:
             if seq.status is SeqStatus.RUNNING:
                 budget = self._schedule_running(seq, budget, scheduled, batch)
@@ -101,6 +98,17 @@ class Scheduler:
             self._admit_waiting(budget, scheduled, batch)
         batch.items = list(scheduled.values())
         return batch
+
+    def _start_long_share(self, decoding: bool, budget: int) -> None:
+        """While streams decode, long prompts get at most decode_prefill_chunk tokens of the
+        step, so it stays short (inter-token latency); short prompts are not held back."""
+        cap = self.config.decode_prefill_chunk
+        self._long_left = cap if decoding and cap else budget
+
+    @staticmethod
+    def _prefill_work(seq: SequenceState) -> int:
+        """Tokens of seq's prefill, all chunks (what decides whether its prompt is long)."""
+        return seq.num_tokens - seq.num_cached_prompt
 
     def _allowed(self, work: int, budget: int) -> int:
         """Prefill tokens a prompt with `work` uncached tokens may take of the step's budget."""
@@ -126,7 +134,7 @@ class Scheduler:
             self.finish(seq, "length")
             batch.finished.append(seq)
             return budget
-        work = seq.num_tokens - seq.num_cached_prompt  # its prefill work, all chunks
+        work = self._prefill_work(seq)
         item = self._plan(seq, self._allowed(work, budget) if seq.in_prefill else budget)
         if item is None:
             return budget
@@ -231,8 +239,7 @@ class Scheduler:
             return None
         decodes = sum(1 for it in prev.items if it.is_decode)
         budget = self.config.max_num_batched_tokens - decodes
-        cap = self.config.decode_prefill_chunk
-        self._long_left = cap if decodes and cap else budget  # as schedule() sets it
+        self._start_long_share(decodes > 0, budget)
         items = []
         for it in prev.items:
             seq = it.seq
@@ -242,8 +249,8 @@ class Scheduler:
                 n, nxt = 2, ScheduledSeq(seq, it.start + 1, 1, [], True, is_decode=True)
             else:
                 start = it.start + it.num_tokens
-                work = seq.num_tokens - seq.num_cached_prompt
-                chunk = self._chunk(seq.num_tokens - start, self._allowed(work, budget))
+                allowed = self._allowed(self._prefill_work(seq), budget)
+                chunk = self._chunk(seq.num_tokens - start, allowed)
                 if chunk < 1 or start + chunk >= seq.num_tokens:
                     return None
                 n, nxt = it.num_tokens + chunk, ScheduledSeq(seq, start, chunk, [], False)
