@@ -48,7 +48,7 @@ def main() -> None:
         nbytes = kv_bytes(tuple(args)) * seq // window
         quant = is_quantized(kv)
         base = pt.plan_launch(1, hkv, hq // hkv, 128, 1, window, pt.target_programs(
-            pt.device_props(torch.device("cuda"))), stages=pt.kv_stages(quant),
+            pt.device_props(torch.device("cuda"))), stages=pt.kv_stages(quant, 1),
             quantized=quant)  # fmt: skip
         combos = [(None, None, None, None)]  # the engine's launch (its pipeline depth too)
         if not a.quick:

@@ -302,6 +302,29 @@ def test_plan_splits_short_chunks_over_long_contexts() -> None:
     assert plan_launch(32, 8, 4, 128, 1, 4000, 264).parts == 2
 
 
+def test_prefill_tiles_over_float_kv_pipeline_deeper_where_they_fit() -> None:
+    """A prefill tile over a float cache asks for PREFILL_FLOAT_STAGES; on a GPU whose shared
+    memory does not hold its tiles at that depth (99 KB, RTX 30xx / 40xx) the depth steps
+    down to 2 before the tiles shrink; decode and int8 KV keep theirs."""
+    from localllm.kernels.attention.paged_triton import (
+        PREFILL_FLOAT_STAGES,
+        attn_smem,
+        kv_stages,
+        plan_launch,
+    )
+
+    h200, rtx = 227 * 1024, 99 * 1024
+    ask = kv_stages(False, 24)
+    assert ask == PREFILL_FLOAT_STAGES > 2 and kv_stages(False, 16) == 2
+    assert kv_stages(True, 24) == kv_stages(True, 1) == 1
+    big = plan_launch(1, 8, 4, 128, 24, 4000, 264, smem=h200, stages=ask)
+    small = plan_launch(1, 8, 4, 128, 24, 4000, 264, smem=rtx, stages=ask)
+    assert big.stages == ask and attn_smem(big.block_m, big.block_n, 128, 2, ask) <= h200
+    assert small.stages == 2 and (small.block_m, small.block_n) == (big.block_m, big.block_n)
+    assert attn_smem(small.block_m, small.block_n, 128, 2, 2) <= rtx
+    assert plan_launch(1, 8, 4, 128, 1, 4000, 264, smem=h200, stages=kv_stages(False, 1)).stages == 2
+
+
 def test_decode_plan_splits_long_contexts_of_few_heads() -> None:
     """Batch 1 with 32 KV heads over 16K tokens: partitions of at most DECODE_PART_TILES tiles
     (the wave rule alone gave 9 of ~1,800), within LONG_WAVES waves of programs; a batch whose

@@ -66,6 +66,7 @@ class Plan:
     merge_rows: int = 1  # decode split: the rows of a tile that can hold queries (power of 2)
     merge_parts: int = 1  # decode split: partitions the merge reads per round trip
     prefetch: bool = False  # decode with one pipeline stage: KV loaded a tile ahead in registers
+    stages: int = 2  # the launch's pipeline depth (the asked one, or less where it did not fit)
 
 
 def target_programs(props: DeviceProps) -> int:
@@ -73,10 +74,22 @@ def target_programs(props: DeviceProps) -> int:
     return 2 * props.sm_count
 
 
-def kv_stages(quantized: bool) -> int:
-    """The pipeline depth of a launch over a KV cache: int8 / fp8 tiles convert in registers,
-    1 stage measured faster; float KV 2."""
-    return 1 if quantized else 2
+# the pipeline depth of a prefill tile (more than DECODE_MAX_Q query tokens) over a float KV
+# cache, where its tiles fit (`plan_launch` steps a deeper pipeline down first). H200,
+# llama3-8b fp16 KV, one layer with its merge, cold KV, us, 2 -> 3 stages
+# (scripts/ab_attention.py, benchmarks/session38): 24 query tokens over 4,000 / 8,000 cached
+# 22.1 / 32.3 -> 19.7 / 27.1; 112 tokens 58.7 / 111.7 -> 49.4 / 88.9. The 64 x 64 tiles of
+# head size 128 need 120 KB at 3 stages, so a 99 KB RTX 30xx / 40xx keeps 2
+PREFILL_FLOAT_STAGES = 3
+
+
+def kv_stages(quantized: bool, max_q_len: int) -> int:
+    """The pipeline depth asked of a launch over a KV cache: int8 / fp8 tiles convert in
+    registers, 1 stage measured faster; float KV 2 for decode and verify tiles,
+    PREFILL_FLOAT_STAGES for prefill tiles."""
+    if quantized:
+        return 1
+    return 2 if max_q_len <= DECODE_MAX_Q else PREFILL_FLOAT_STAGES
 
 
 # query rows (tokens x grouped heads) up to which int8 KV is widened by PTX: decode and short
@@ -143,7 +156,8 @@ def plan_launch(
 ) -> Plan:
     """Tile sizes and KV split for one call; `parts` forces the split (tests). `smem`: the
     GPU's shared memory per block; tiles shrink until `attn_smem` fits it (`elt`: bytes per
-    activation element, `stages`: the pipeline depth of the launch; `quantized`: an int8 /
+    activation element, `stages`: the pipeline depth asked, `kv_stages` (more than 2 steps
+    down to 2 before tiles shrink); `quantized`: an int8 /
     fp8 KV cache; `widen`: how its tiles are widened, `kv_widen`; `kdot`: the launch scores
     by `dp4a`, `kv_dot`)."""
     block_n = 64 if d_pad <= 128 else 32
@@ -162,7 +176,9 @@ def plan_launch(
         block_m = 64 if d_pad > 64 else 128
     block_m = max(block_m, triton.next_power_of_2(group))
     while attn_smem(block_m, block_n, d_pad, elt, stages) > smem:
-        if block_n > 16:
+        if stages > 2:
+            stages -= 1
+        elif block_n > 16:
             block_n //= 2
         elif block_m > max(16, triton.next_power_of_2(group)):
             block_m //= 2
@@ -195,7 +211,8 @@ def plan_launch(
             # whole context on one SM (programs past a sequence's end exit at once)
             parts = min(triton.cdiv(target_programs, n_kv * m_blocks), most)
     if parts == 1:
-        return Plan(block_m, block_n, m_blocks, 1, 2**30, warps, prefetch=prefetch)
+        return Plan(block_m, block_n, m_blocks, 1, 2**30, warps, prefetch=prefetch,
+                    stages=stages)  # fmt: skip
     part_len = triton.cdiv(triton.cdiv(max(max_seq_len, 1), parts), block_n) * block_n
     parts = triton.cdiv(max(max_seq_len, 1), part_len)
     rows = triton.next_power_of_2(min(max_q_len, tok) * group)
@@ -204,7 +221,8 @@ def plan_launch(
                 _pow2_floor(max(MERGE_REGS * 32 * warps // per_part, 1)))  # fmt: skip
     # wave, cap: the live context's partitions (`live_partitions`, in the kernel)
     return Plan(
-        block_m, block_n, m_blocks, parts, part_len, warps, wave, cap, rows, merge, prefetch
+        block_m, block_n, m_blocks, parts, part_len, warps, wave, cap, rows, merge, prefetch,
+        stages,
     )
 
 
@@ -279,7 +297,7 @@ def run_paged_attention(
     _check_layout(q, k_cache, v_cache, k_scale, v_scale, block_tables)
     kv_quant = is_quantized(k_cache.dtype)
     if num_stages is None:
-        num_stages = kv_stages(kv_quant)
+        num_stages = kv_stages(kv_quant, max_q_len)
     t, hq, d = q.shape
     n_kv, bs = k_cache.shape[1], k_cache.shape[2]
     batch, group = seq_lens.shape[0], hq // n_kv
@@ -315,7 +333,7 @@ def run_paged_attention(
         scale * math.log2(math.e), cnt, xq, xs, G=group, BLOCK_M=plan.block_m,
         BLOCK_N=plan.block_n, HEAD_DIM=d, D_PAD=d_pad, BLOCK_SIZE=bs, QUANT=kv_quant,
         SPLIT=split, IEEE=q.dtype == torch.float32, MERGE=merge,
-        OUT_QUANT=code if merge else 0, num_warps=plan.num_warps, num_stages=num_stages, **pdl,
+        OUT_QUANT=code if merge else 0, num_warps=plan.num_warps, num_stages=plan.stages, **pdl,
         live_parts=(live_parts or plan.live_parts) if merge else 1,
         live_cap=(live_parts or plan.live_cap) if merge else 1,
         PART_TILES=DECODE_PART_TILES,

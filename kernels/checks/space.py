@@ -202,7 +202,7 @@ def _attention_case(props: DeviceProps, m: ModelShape, kv: KVDtype, dtype: torch
     group = m.n_q // m.n_kv
     kdot = kv_dot(kv.dtype, dtype, q_len, group, m.head_dim, long)
     plan = plan_launch(batch, m.n_kv, group, d_pad, q_len, seq, target_programs(props), None,
-                       props.smem_per_block, dtype.itemsize, kv_stages(q), q,
+                       props.smem_per_block, dtype.itemsize, kv_stages(q, q_len), q,
                        kv_widen(kv.dtype, dtype, props, q_len * group), kdot)  # fmt: skip
     key = (kv, dtype, bs, plan, kdot, _spec(batch * q_len), _spec(-(-seq // bs)))
     yield key, functools.partial(_attention, props, m, kv, dtype, bs, batch, q_len, seq, long)
