@@ -170,9 +170,10 @@ def _qkv_rope_case(fa: str, fb: str) -> Case:
     types = {"xq_ptr": "*i8", "xs_ptr": "*fp32", "out_ptr": "*fp16", "bias_ptr": "*fp16",
              **_plane_types(fa, "pa"), **_plane_types(fb, "pb"), "POS": "*i64", "CS": "*fp32",
              "SLOT": "*i64", "KC": "*fp16", "VC": "*fp16"}  # fmt: skip
-    consts = dict(**dp4a_triton.format_constexprs(fa, "_A"), **dp4a_triton.format_constexprs(fb, "_B"),
-                  NG=64, HEAD_DIM=128, BLOCK_SIZE=16, INTERLEAVED=True, HAS_BIAS=False, EMU=False)  # fmt: skip
-    return Case(f"dp4a_rope_{fa}_{fb}", dp4a_triton._dp4a_rope_kernel, types, consts, 2, 1)
+    cfg = dp4a_triton.rope_config(fa)
+    consts = dp4a_triton.rope_constexprs(fa, fb, K, 128, 16, True, False, cfg)
+    warps = dp4a_triton.fitting_warps(cfg.warps, consts["NG"])
+    return Case(f"dp4a_rope_{fa}_{fb}", dp4a_triton._dp4a_rope_kernel, types, consts, warps, 1)
 
 
 def _other_cases() -> Iterator[Case]:

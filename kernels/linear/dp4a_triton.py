@@ -481,14 +481,25 @@ def dp4a_rope_launch(
         return k // kernel_facts(fmt).group
 
     pairs = sum(n for _, n, _ in weights) // 2
-    ng = min(cfg.ng, triton.next_power_of_2(min(groups(fa), groups(fb))))
+    consts = rope_constexprs(fa, fb, k, head_dim, k_cache.shape[2], interleaved,
+                             bias is not None, cfg)  # fmt: skip
     _dp4a_rope_kernel[(pairs // cfg.pairs, t)](
         xq, xs, out, bias if bias is not None else out, *plane_args(pa), *plane_args(pb), positions, cos_sin,
         slot_mapping, k_cache, v_cache, groups(fa), groups(fb), na // 2, head0, k // 4,
         xs.stride(0), out.stride(0), cos_sin.stride(0), *k_cache.stride()[:3], n_q_heads,
-        n_kv_heads, **format_constexprs(fa, "_A"), **format_constexprs(fb, "_B"),
-        NG=ng, EVEN=even_steps(ng, groups(fa), groups(fb)), HEAD_DIM=head_dim,
-        PAIRS=cfg.pairs, BLOCK_SIZE=k_cache.shape[2], INTERLEAVED=bool(interleaved),
-        HAS_BIAS=bias is not None, EMU=interpreting(), num_warps=fitting_warps(cfg.warps, ng),
+        n_kv_heads, **consts, num_warps=fitting_warps(cfg.warps, consts["NG"]),
         num_stages=1, **pdl_args(xq.device),
+    )  # fmt: skip
+
+
+def rope_constexprs(fa: str, fb: str, k: int, head_dim: int, block_size: int, interleaved: bool,
+                    has_bias: bool, cfg: RopeConfig) -> dict[str, object]:  # fmt: skip
+    """The constexpr arguments of `_dp4a_rope_kernel` for weights of formats fa, fb over K
+    = `k` inputs (its launch and `scripts/ptx_snapshot.py`'s case)."""
+    ga, gb = k // kernel_facts(fa).group, k // kernel_facts(fb).group
+    ng = min(cfg.ng, triton.next_power_of_2(min(ga, gb)))
+    return dict(
+        **format_constexprs(fa, "_A"), **format_constexprs(fb, "_B"), NG=ng,
+        EVEN=even_steps(ng, ga, gb), HEAD_DIM=head_dim, PAIRS=cfg.pairs, BLOCK_SIZE=block_size,
+        INTERLEAVED=bool(interleaved), HAS_BIAS=has_bias, EMU=interpreting(),
     )  # fmt: skip
