@@ -172,7 +172,7 @@ def _qkv_rope_case(fa: str, fb: str) -> Case:
              "SLOT": "*i64", "KC": "*fp16", "VC": "*fp16"}  # fmt: skip
     cfg = dp4a_triton.rope_config(fa)
     consts = dp4a_triton.rope_constexprs(fa, fb, K, 128, 16, True, False, cfg)
-    warps = dp4a_triton.fitting_warps(cfg.warps, consts["NG"])
+    warps = dp4a_triton.fitting_warps(cfg.warps, dp4a_triton.rope_ng(fa, fb, K, cfg))
     return Case(f"dp4a_rope_{fa}_{fb}", dp4a_triton._dp4a_rope_kernel, types, consts, warps, 1)
 
 

@@ -322,7 +322,9 @@ def test_prefill_tiles_over_float_kv_pipeline_deeper_where_they_fit() -> None:
     assert big.stages == ask and attn_smem(big.block_m, big.block_n, 128, 2, ask) <= h200
     assert small.stages == 2 and (small.block_m, small.block_n) == (big.block_m, big.block_n)
     assert attn_smem(small.block_m, small.block_n, 128, 2, 2) <= rtx
-    assert plan_launch(1, 8, 4, 128, 1, 4000, 264, smem=h200, stages=kv_stages(False, 1)).stages == 2
+    assert (
+        plan_launch(1, 8, 4, 128, 1, 4000, 264, smem=h200, stages=kv_stages(False, 1)).stages == 2
+    )
 
 
 def test_decode_plan_splits_long_contexts_of_few_heads() -> None:

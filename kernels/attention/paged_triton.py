@@ -220,10 +220,8 @@ def plan_launch(
     merge = min(MERGE_MAX_PARTS, triton.next_power_of_2(parts),
                 _pow2_floor(max(MERGE_REGS * 32 * warps // per_part, 1)))  # fmt: skip
     # wave, cap: the live context's partitions (`live_partitions`, in the kernel)
-    return Plan(
-        block_m, block_n, m_blocks, parts, part_len, warps, wave, cap, rows, merge, prefetch,
-        stages,
-    )
+    return Plan(block_m, block_n, m_blocks, parts, part_len, warps, wave, cap, rows, merge,
+                prefetch, stages)  # fmt: skip
 
 
 def _spread(seq_len: int, wave: int, cap: int, block_n: int) -> int:

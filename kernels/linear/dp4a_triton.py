@@ -487,9 +487,15 @@ def dp4a_rope_launch(
         xq, xs, out, bias if bias is not None else out, *plane_args(pa), *plane_args(pb), positions, cos_sin,
         slot_mapping, k_cache, v_cache, groups(fa), groups(fb), na // 2, head0, k // 4,
         xs.stride(0), out.stride(0), cos_sin.stride(0), *k_cache.stride()[:3], n_q_heads,
-        n_kv_heads, **consts, num_warps=fitting_warps(cfg.warps, consts["NG"]),
+        n_kv_heads, **consts, num_warps=fitting_warps(cfg.warps, rope_ng(fa, fb, k, cfg)),
         num_stages=1, **pdl_args(xq.device),
     )  # fmt: skip
+
+
+def rope_ng(fa: str, fb: str, k: int, cfg: RopeConfig) -> int:
+    """Groups per K step of a `_dp4a_rope_kernel` launch (its NG): at most cfg.ng, a power of
+    2 no larger than either weight's group count needs."""
+    return min(cfg.ng, triton.next_power_of_2(min(k // kernel_facts(f).group for f in (fa, fb))))
 
 
 def rope_constexprs(fa: str, fb: str, k: int, head_dim: int, block_size: int, interleaved: bool,
@@ -497,7 +503,7 @@ def rope_constexprs(fa: str, fb: str, k: int, head_dim: int, block_size: int, in
     """The constexpr arguments of `_dp4a_rope_kernel` for weights of formats fa, fb over K
     = `k` inputs (its launch and `scripts/ptx_snapshot.py`'s case)."""
     ga, gb = k // kernel_facts(fa).group, k // kernel_facts(fb).group
-    ng = min(cfg.ng, triton.next_power_of_2(min(ga, gb)))
+    ng = rope_ng(fa, fb, k, cfg)
     return dict(
         **format_constexprs(fa, "_A"), **format_constexprs(fb, "_B"), NG=ng,
         EVEN=even_steps(ng, ga, gb), HEAD_DIM=head_dim, PAIRS=cfg.pairs, BLOCK_SIZE=block_size,
