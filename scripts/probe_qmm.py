@@ -8,7 +8,7 @@ Usage: python3 scripts/probe_qmm.py [--ts 16,32] [--fmts q4_k,q6_k] [--old FILE]
        python3 scripts/probe_qmm.py --configs FILE.jsonl [--warm 8]
 Prints us per call, GB/s and % of 4.1 TB/s for the packed weight bytes. `--neighbours` times
 the heuristic's config against its neighbours (the scale prefetch toggled, stages, groups per
-step, weight rows, warps, operand order, split K), each checked against the heuristic's output.
+step, weight rows, warps, operand order, split K, the next tile decoded ahead), each checked against the heuristic's output.
 `--confirm` times, on this kernel, the config the `--old` module's heuristic picks against this
 heuristic's, with and without the scale prefetch. `--configs` times the heuristic's config and
 each listed one (JSON lines of fmt, n, k, t, cfg: `MMConfig` fields) for every (fmt, n, k, t) the
@@ -71,7 +71,7 @@ def neighbours(cfg, n: int) -> list:
     out = [cfg, pf]
     out += [replace(on, stages=st, ng=ng) for st in (2, 3, 4) for ng in (4, 8, 16)]
     out += [replace(on, bn=bn, warps=wp) for bn in (32, 64, 128) for wp in (4, 8)]
-    out += [replace(on, swap=not on.swap)]
+    out += [replace(on, swap=not on.swap), replace(cfg, ahead=not cfg.ahead)]
     if n <= 16384:
         out += [replace(on, split=sp) for sp in (1, 2, 4) if sp != on.split]
     seen, uniq = set(), []

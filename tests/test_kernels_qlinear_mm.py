@@ -24,12 +24,16 @@ CONFIGS = [
     mm.MMConfig(16, 32, 4, prefetch=True),  # scales a step ahead, over 8 steps
     mm.MMConfig(32, 64, 8, split=3, swap=True, stages=2, prefetch=True),  # uneven splits
     mm.MMConfig(64, 64, 4, split=4, swap=True, stages=4, prefetch=True),  # 33..64-row split-K tile
+    mm.MMConfig(128, 64, 8, split=2, warps=8, swap=True, ahead=True),  # next tile decoded ahead
+    mm.MMConfig(16, 32, 4, split=3, ahead=True),  # uneven splits, x as the A operand
 ]
 
 
 @pytest.mark.parametrize("qtype", list(KERNEL_QTYPES), ids=lambda q: q.name)
 @pytest.mark.parametrize(
-    "cfg", CONFIGS, ids=lambda c: f"bm{c.bm}-bn{c.bn}-ng{c.ng}-s{c.split}" + "-pf" * c.prefetch
+    "cfg",
+    CONFIGS,
+    ids=lambda c: f"bm{c.bm}-bn{c.bn}-ng{c.ng}-s{c.split}" + "-pf" * c.prefetch + "-ah" * c.ahead,
 )
 def test_qmm_matches_reference(qtype: QT, cfg: mm.MMConfig) -> None:
     fmt = KERNEL_QTYPES[qtype]

@@ -15,6 +15,12 @@ and the x tile needs no permutation. With `MMConfig.prefetch` the scales of the 
 loaded into registers a step ahead (they are 2-byte loads that `cp.async` cannot pipeline, so
 otherwise each step waits for them). One `tl.dot` per step multiplies the two on the tensor
 cores (weights as the A operand), so every weight byte is read from memory once per BM rows.
+On sm_90 Triton waits for that wgmma before the loop goes on (`wgmma.wait_group 0` in the
+loop), so a warpgroup decodes the next tile only after its MMA. With `MMConfig.ahead` the loop
+decodes step i + 1's tile after issuing step i's MMA; having no dependence on it, ptxas moves
+that decode before the wait (sm_90 SASS, Triton 3.6: 25-96 decode instructions between the
+last HGMMA and the wait at 100 rows against 7-10, no spills at 128 x 128; not yet timed, so
+no dispatch picks it: `scripts/probe_qmm.py --neighbours` times it).
 Q5_K, Q8_0, bf16/fp32 activations and the interpreter use the plain fp32 decode. The
 format-specific parts (plane pointers, loads, the decode) are each format's `mm_ptrs`,
 `mm_load`, `mm_advance`, `mm_deq` (`kernels/quant/q*_triton.py`, built on
@@ -44,6 +50,12 @@ def _step(DEQ: tl.constexpr, acc, x, wd, hi, s, d, m, EMU: tl.constexpr, PREC: t
     (DEQ; plain Triton for non-fp16 x) on the tensor cores."""
     emu: tl.constexpr = EMU or x.dtype != tl.float16
     wt = DEQ(wd, hi, s, d, m, x.dtype, emu)  # [BN, NG * 32]
+    return _dot(acc, x, wt, PREC, SWAP)
+
+
+@triton.jit
+def _dot(acc, x, wt, PREC: tl.constexpr, SWAP: tl.constexpr):
+    """acc += x [BM, NG * 32] times a decoded weight tile wt [BN, NG * 32] (see `_step`)."""
     if SWAP:
         acc = tl.dot(wt, tl.trans(x), acc, input_precision=PREC)  # [BN, BM]
     else:
@@ -59,7 +71,7 @@ def _qmm_kernel(
     BM: tl.constexpr, BN: tl.constexpr, NG: tl.constexpr,
     HAS_BIAS: tl.constexpr, ATOMIC: tl.constexpr, PREC: tl.constexpr, SWAP: tl.constexpr,
     EMU: tl.constexpr, STAGES: tl.constexpr, PREFETCH: tl.constexpr = False,
-    PDL: tl.constexpr = False,
+    AHEAD: tl.constexpr = False, PDL: tl.constexpr = False,
 ):  # fmt: skip
     """out [T, N] (+)= x [T, K] @ W^T (+ bias), K = 32 G; program (n, m, s) owns weight rows
     [n BN, n BN + BN), x rows [m BM, m BM + BM) and 32-element groups
@@ -90,11 +102,24 @@ def _qmm_kernel(
     # Triton's pipeliner keeps STAGES - 1 steps of loads in flight (cp.async into shared
     # memory); the x tile goes to the MMA from there untouched (the weights are decoded in
     # K order)
+    if AHEAD:  # step 0's weight tile decoded before the loop
+        dt: tl.constexpr = x_ptr.dtype.element_ty
+        wd, hi, s, d, m = LOAD(wp, hp, sp, dp, mp)
+        wt = DEQ(wd, hi, s, d, m, dt, EMU or dt != tl.float16)  # [BN, NG * 32]
     if PREFETCH:  # the scales of step 0 (LOAD's unused word loads are dead code)
         _, _, s, d, m = LOAD(wp, hp, sp, dp, mp)
     for i in tl.range(n_steps, num_stages=STAGES):
         x = tl.load(xp, mask=mask_m[:, None], other=0.0)  # [BM, NG * 32]
-        if PREFETCH:
+        if AHEAD:  # step i's MMA, then step i + 1's tile decoded (the last step redecodes its
+            # own): the decode has no dependence on the MMA, so ptxas runs it before the wait
+            more = i + 1 < n_steps
+            wn, hn, sn, dn, mn = ADVANCE(wp, hp, sp, dp, mp, NG)
+            wp, hp = tl.where(more, wn, wp), tl.where(more, hn, hp)
+            sp, dp, mp = tl.where(more, sn, sp), tl.where(more, dn, dp), tl.where(more, mn, mp)
+            wd, hi, s, d, m = LOAD(wp, hp, sp, dp, mp)
+            acc = _dot(acc, x, wt, PREC, SWAP)
+            wt = DEQ(wd, hi, s, d, m, x.dtype, EMU or x.dtype != tl.float16)
+        elif PREFETCH:
             wd, hi, _, _, _ = LOAD(wp, hp, sp, dp, mp)
             wn, hn, sn, dn, mn = ADVANCE(wp, hp, sp, dp, mp, NG)
             more = i + 1 < n_steps  # the last step reloads its own scales
@@ -134,6 +159,7 @@ class MMConfig:
     stages: int = 3  # software pipeline depth (stages - 1 K steps of loads in flight)
     swap: bool = False  # weights as the A operand of the MMA (out^T = W x^T)
     prefetch: bool = False  # scales of the next K step loaded into registers a step ahead
+    ahead: bool = False  # the next K step's weight tile decoded beside this step's MMA
 
 
 def _largest_ng(ng: int, groups: int) -> int:
@@ -402,7 +428,7 @@ def kernel_constexprs(fmt: str, cfg: MMConfig, ng: int, atomic: bool, has_bias: 
         BM=cfg.bm, BN=cfg.bn, NG=ng, HAS_BIAS=has_bias,
         ATOMIC=atomic, PREC="ieee" if x_dtype == torch.float32 else "tf32", SWAP=cfg.swap,
         EMU=interpreting(), STAGES=cfg.stages,
-        PREFETCH=cfg.prefetch,
+        PREFETCH=cfg.prefetch, AHEAD=cfg.ahead,
     )  # fmt: skip
 
 
