@@ -3,12 +3,12 @@ weights read from memory (enough copies to overflow L2), at the heuristic config
 others; optionally next to another version of the module (`--old path/to/module.py`).
 
 Usage: python3 scripts/probe_qmm.py [--ts 16,32] [--fmts q4_k,q6_k] [--old FILE] [--sweep]
-       python3 scripts/probe_qmm.py --ts 32,64 --neighbours [--budget 400]
+       python3 scripts/probe_qmm.py --ts 32,64 --neighbours [--ahead] [--budget 400]
        python3 scripts/probe_qmm.py --ts 40,64 --confirm --old .carry/old/kernels/linear/qmm_triton.py
        python3 scripts/probe_qmm.py --configs FILE.jsonl [--warm 8]
 Prints us per call, GB/s and % of 4.1 TB/s for the packed weight bytes. `--neighbours` times
 the heuristic's config against its neighbours (the scale prefetch toggled, stages, groups per
-step, weight rows, warps, operand order, split K, the next tile decoded ahead), each checked against the heuristic's output.
+step, weight rows, warps, operand order, split K, the next tile decoded ahead; `--ahead`: all of them with it on), each checked against the heuristic's output.
 `--confirm` times, on this kernel, the config the `--old` module's heuristic picks against this
 heuristic's, with and without the scale prefetch. `--configs` times the heuristic's config and
 each listed one (JSON lines of fmt, n, k, t, cfg: `MMConfig` fields) for every (fmt, n, k, t) the
@@ -110,12 +110,17 @@ def write_records(name: str, fmt, n, k, t, res, heur) -> None:
             f.write(json.dumps(rec) + "\n")
 
 
-def run_neighbours(fmt, n, k, t, w, copies, sms, smem, arch, deadline) -> None:
+def run_neighbours(fmt, n, k, t, w, copies, sms, smem, arch, deadline, ahead=False) -> None:
+    """`ahead`: the neighbours with the step-ahead decode on (after the heuristic's config)."""
     cfg = mm.mm_config(fmt, n, k, t, sms, smem, arch)
-    res = time_configs(fmt, n, k, t, copies, neighbours(cfg, n), deadline)
+    cfgs = neighbours(cfg, n)
+    if ahead:
+        cfgs = [cfg] + list(dict.fromkeys(replace(c, ahead=True) for c in cfgs))
+    res = time_configs(fmt, n, k, t, copies, cfgs, deadline)
     base = res[0][0]
     best = min(res, key=lambda r: r[0])
-    print(f"{fmt} {n}x{k} T={t}: heuristic {base:.1f} us, prefetch {res[1][0]:.1f} us, "
+    second = "ahead" if ahead else "prefetch"  # the second config: one knob toggled
+    print(f"{fmt} {n}x{k} T={t}: heuristic {base:.1f} us, {second} {res[1][0]:.1f} us, "
           f"best {best[0]:.1f} us ({w.nbytes / best[0] / 1e3 / PEAK_BW * 1e9:.0%}) {best[1]}",
           flush=True)  # fmt: skip
     write_records("probe_qmm_neighbours.jsonl", fmt, n, k, t, res, cfg)
@@ -210,6 +215,8 @@ def main() -> None:
     ap.add_argument("--shapes", default="", help="only these NxK (comma list)")
     ap.add_argument("--cublas", action="store_true", help="also time qlinear_triton (L2-warm)")
     ap.add_argument("--neighbours", action="store_true")
+    ap.add_argument("--ahead", action="store_true",
+                    help="--neighbours: every neighbour with the step-ahead decode on")  # fmt: skip
     ap.add_argument("--confirm", action="store_true", help="needs --old")
     ap.add_argument("--budget", type=float, default=1e9, help="seconds (--neighbours)")
     ap.add_argument("--configs", default="", help="time these configs (JSON lines)")
@@ -240,7 +247,8 @@ def main() -> None:
                     continue
                 if a.neighbours:
                     if time.time() < deadline:
-                        run_neighbours(fmt, n, k, t, w, copies, sms, smem, arch, deadline)
+                        run_neighbours(fmt, n, k, t, w, copies, sms, smem, arch, deadline,
+                                       a.ahead)  # fmt: skip
                     continue
                 x = torch.randn(t, k, device="cuda").half()
                 cfg = mm.mm_config(fmt, n, k, t, sms, smem, arch)
