@@ -18,9 +18,10 @@ cores (weights as the A operand), so every weight byte is read from memory once 
 On sm_90 Triton waits for that wgmma before the loop goes on (`wgmma.wait_group 0` in the
 loop), so a warpgroup decodes the next tile only after its MMA. With `MMConfig.ahead` the loop
 decodes step i + 1's tile after issuing step i's MMA; having no dependence on it, ptxas moves
-that decode before the wait (sm_90 SASS, Triton 3.6: 25-96 decode instructions between the
-last HGMMA and the wait at 100 rows against 7-10, no spills at 128 x 128; not yet timed, so
-no dispatch picks it: `scripts/probe_qmm.py --neighbours` times it).
+that decode before the wait (sm_90 SASS, Triton 3.6, 100 rows: 11-96 instructions between
+the last HGMMA and the wait against 7-13, no spills at 128 x 128, 16 B at 128 x 64;
+`scripts/sass_qmm.py`). Not yet timed, so no dispatch picks it: `scripts/probe_qmm.py
+--neighbours` times it.
 Q5_K, Q8_0, bf16/fp32 activations and the interpreter use the plain fp32 decode. The
 format-specific parts (plane pointers, loads, the decode) are each format's `mm_ptrs`,
 `mm_load`, `mm_advance`, `mm_deq` (`kernels/quant/q*_triton.py`, built on
