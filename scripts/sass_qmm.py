@@ -34,15 +34,11 @@ H200 = (132, 232448, 90)  # SMs, shared memory per block, arch: the configs the 
 
 def sass(fmt: str, cfg: mm.MMConfig, k: int) -> tuple[str, str]:
     """(the SASS, the resource usage) of `_qmm_kernel` at `cfg` over K = k, fp16 x."""
-    ng, _, split = mm.split_groups(fmt, cfg.ng, cfg.split, k // 32)
-    types = {"x_ptr": "*fp16", "out_ptr": "*fp32" if split > 1 else "*fp16", "bias_ptr": "*fp16",
-             **ps._plane_types(fmt), "res_ptr": "*fp16", "cnt_ptr": "*i32"}  # fmt: skip
-    consts = mm.kernel_constexprs(fmt, cfg, ng, split > 1, False, torch.float16)
-    case = ps.Case("qmm", mm._qmm_kernel, types, consts, cfg.warps, cfg.stages)
+    case = ps.qmm_case("qmm", fmt, cfg, k, torch.float16)
     # pointers 16-byte aligned, as the JIT specializes them
-    pointers = [i for i, a in enumerate(mm._qmm_kernel.arg_names) if types.get(a, "")[:1] == "*"]
+    pointers = [i for i, a in enumerate(case.kernel.arg_names) if case.types.get(a, "")[:1] == "*"]
     aligned = {(i,): [["tt.divisibility", 16]] for i in pointers}
-    src = ASTSource(fn=case.kernel, signature=case.signature(), constexprs=dict(consts),
+    src = ASTSource(fn=case.kernel, signature=case.signature(), constexprs=dict(case.consts),
                     attrs=aligned)  # fmt: skip
     kernel = triton.compile(src, target=ps.TARGET,
                             options={"num_warps": cfg.warps, "num_stages": cfg.stages})  # fmt: skip

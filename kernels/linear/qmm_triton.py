@@ -49,9 +49,14 @@ def _step(DEQ: tl.constexpr, acc, x, wd, hi, s, d, m, EMU: tl.constexpr, PREC: t
           SWAP: tl.constexpr):  # fmt: skip
     """acc += one K step: x [BM, NG * 32] and the weight tile decoded by the format's `mm_deq`
     (DEQ; plain Triton for non-fp16 x) on the tensor cores."""
-    emu: tl.constexpr = EMU or x.dtype != tl.float16
-    wt = DEQ(wd, hi, s, d, m, x.dtype, emu)  # [BN, NG * 32]
-    return _dot(acc, x, wt, PREC, SWAP)
+    return _dot(acc, x, _decode(DEQ, wd, hi, s, d, m, x.dtype, EMU), PREC, SWAP)
+
+
+@triton.jit
+def _decode(DEQ: tl.constexpr, wd, hi, s, d, m, DT: tl.constexpr, EMU: tl.constexpr):
+    """The weight tile [BN, NG * 32] in DT, by the format's `mm_deq` (its plain Triton decode
+    for other than fp16, and in the interpreter)."""
+    return DEQ(wd, hi, s, d, m, DT, EMU or DT != tl.float16)
 
 
 @triton.jit
@@ -104,9 +109,8 @@ def _qmm_kernel(
     # memory); the x tile goes to the MMA from there untouched (the weights are decoded in
     # K order)
     if AHEAD:  # step 0's weight tile decoded before the loop
-        dt: tl.constexpr = x_ptr.dtype.element_ty
         wd, hi, s, d, m = LOAD(wp, hp, sp, dp, mp)
-        wt = DEQ(wd, hi, s, d, m, dt, EMU or dt != tl.float16)  # [BN, NG * 32]
+        wt = _decode(DEQ, wd, hi, s, d, m, x_ptr.dtype.element_ty, EMU)  # [BN, NG * 32]
     if PREFETCH:  # the scales of step 0 (LOAD's unused word loads are dead code)
         _, _, s, d, m = LOAD(wp, hp, sp, dp, mp)
     for i in tl.range(n_steps, num_stages=STAGES):
@@ -119,7 +123,7 @@ def _qmm_kernel(
             sp, dp, mp = tl.where(more, sn, sp), tl.where(more, dn, dp), tl.where(more, mn, mp)
             wd, hi, s, d, m = LOAD(wp, hp, sp, dp, mp)
             acc = _dot(acc, x, wt, PREC, SWAP)
-            wt = DEQ(wd, hi, s, d, m, x.dtype, EMU or x.dtype != tl.float16)
+            wt = _decode(DEQ, wd, hi, s, d, m, x.dtype, EMU)
         elif PREFETCH:
             wd, hi, _, _, _ = LOAD(wp, hp, sp, dp, mp)
             wn, hn, sn, dn, mn = ADVANCE(wp, hp, sp, dp, mp, NG)

@@ -316,8 +316,9 @@ class LLMEngine:
         """Launch the step after `cur` (still on the device; overlap.chainable: the caller
         checked): its decodes, and the next chunk of a prompt in prefill, when no decoding
         sequence has been drafting lately (Speculator.quiet; check_drafts: make this step's
-        proposal first, from the tokens before cur's: a step late). cur's tokens are drawn on the device and start their copy to the host first:
-        the next replay of the same graph overwrites its logits and argmax."""
+        proposal first, from the tokens before cur's: a step late). cur's tokens are drawn on
+        the device and start their copy to the host first: the next replay of the same graph
+        overwrites its logits and argmax."""
         out = cur.out
         assert out.greedy is not None, "a chainable step is run with its argmax"
         decoding = [it.seq for it in cur.batch.items if it.is_decode]

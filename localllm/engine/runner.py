@@ -291,7 +291,7 @@ class ModelRunner:
             return StepOutput(logits, rows, argmax)
         fb, rows = self.prepare(batch, ids_from is None)
         if ids_from is not None:  # decodes first, one row each; a chunk's rows after them
-            n = sum(1 for it in batch.items if it.is_decode)
+            n = batch.num_decode
             fb = replace(fb, input_ids=torch.cat((ids_from[:n], fb.input_ids[n:])))
         hidden = self.model.forward(fb, self.kv)
         if hidden.shape[0] == 0:

@@ -237,7 +237,7 @@ class Scheduler:
         (its first token goes through a plain step)."""
         if self.waiting or len(self.running) != len(prev.items):
             return None
-        decodes = sum(1 for it in prev.items if it.is_decode)
+        decodes = prev.num_decode
         budget = self.config.max_num_batched_tokens - decodes
         self._start_long_share(decodes > 0, budget)
         items = []

@@ -84,7 +84,7 @@ def tokens_on_device(
     host sync (step overlap feeds them to the next step before the host sees them). Rows that
     are `argmax_on_device` take greedy; the others go to the sampler exactly as `sample_step`
     sends them (the same rows in one call, so the same random draws). No logprobs here."""
-    n = sum(1 for it in batch.items if it.is_decode)
+    n = batch.num_decode
     assert rows[:n] == [(i, 1) for i in range(n)] and all(r == (0, 0) for r in rows[n:]), (
         "a chainable step's rows"
     )
