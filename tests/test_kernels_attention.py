@@ -300,6 +300,20 @@ def test_plan_splits_short_chunks_over_long_contexts() -> None:
     # a 2048-token chunk has row tiles enough; decode keeps its own split rule
     assert plan_launch(1, 8, 4, 128, 2048, 8000, 264).parts == 1
     assert plan_launch(32, 8, 4, 128, 1, 4000, 264).parts == 2
+    # a chunk's programs stay within the target, rounded down (a partial wave past it measured
+    # 13-26% slower): llama2-7b (32 KV heads) 24 tokens -> 8 partitions, 112 tokens -> 4;
+    # llama3-8b 112 tokens (7 row tiles of 16 tokens x 4 heads) -> 4, 24 tokens -> 16
+    for n_kv, group, q_len, want in (
+        (32, 1, 24, 8),
+        (32, 1, 112, 4),
+        (8, 4, 112, 4),
+        (8, 4, 24, 16),
+    ):
+        p = plan_launch(1, n_kv, group, 128, q_len, 8000, 264, stages=3)
+        assert p.parts == want and n_kv * p.m_blocks * p.parts <= 264, (n_kv, q_len, p)
+    # more row tiles than half the target (a 512-token prefill): 2 partitions, as before
+    assert plan_launch(1, 32, 1, 128, 512, 8000, 264, stages=3).parts == 2
+    assert plan_launch(1, 8, 4, 128, 512, 8000, 264, stages=3).parts == 2
 
 
 def test_prefill_tiles_over_float_kv_pipeline_deeper_where_they_fit() -> None:
