@@ -32,12 +32,17 @@ BIN = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin"
 H200 = (132, 232448, 90)  # SMs, shared memory per block, arch: the configs the dispatch picks
 
 
-def sass(fmt: str, cfg: mm.MMConfig, k: int) -> tuple[str, str]:
-    """(the SASS, the resource usage) of `_qmm_kernel` at `cfg` over K = k, fp16 x."""
+def sass(fmt: str, cfg: mm.MMConfig, k: int, n: int, t: int) -> tuple[str, str]:
+    """(the SASS, the resource usage) of `_qmm_kernel` at `cfg` for t rows of an n x k weight,
+    fp16 x."""
     case = ps.qmm_case("qmm", fmt, cfg, k, torch.float16)
-    # pointers 16-byte aligned, as the JIT specializes them
-    pointers = [i for i, a in enumerate(case.kernel.arg_names) if case.types.get(a, "")[:1] == "*"]
-    aligned = {(i,): [["tt.divisibility", 16]] for i in pointers}
+    # as the JIT specializes a launch: pointers 16-byte aligned, and the integers that are
+    # multiples of 16 marked so (without the strides' marks the x tile loads 2 bytes at a time)
+    _, per_split, _ = mm.split_groups(fmt, cfg.ng, cfg.split, k // 32)
+    ints = {"T": t, "N": n, "G": k // 32, "stride_xm": k, "stride_om": n,
+            "groups_per_split": per_split}  # fmt: skip
+    aligned = {(i,): [["tt.divisibility", 16]] for i, a in enumerate(case.kernel.arg_names)
+               if case.types.get(a, "")[:1] == "*" or ints.get(a, 1) % 16 == 0}  # fmt: skip
     src = ASTSource(fn=case.kernel, signature=case.signature(), constexprs=dict(case.consts),
                     attrs=aligned)  # fmt: skip
     kernel = triton.compile(src, target=ps.TARGET,
@@ -77,7 +82,7 @@ def main() -> None:
             base = mm.mm_config(fmt, n, k, t, *H200)
             for ahead in (False, True):
                 cfg = replace(base, ahead=ahead)
-                code, usage = sass(fmt, cfg, k)
+                code, usage = sass(fmt, cfg, k, n, t)
                 regs, stack = re.search(r"REG:(\d+)", usage), re.search(r"STACK:(\d+)", usage)
                 ops = mma_shadow(code)
                 top = sorted(ops.items(), key=lambda kv: -kv[1])[:5]

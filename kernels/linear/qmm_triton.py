@@ -17,14 +17,15 @@ otherwise each step waits for them). One `tl.dot` per step multiplies the two on
 cores (weights as the A operand), so every weight byte is read from memory once per BM rows.
 On sm_90 Triton waits for that wgmma before the loop goes on (`wgmma.wait_group 0` in the
 loop), so a warpgroup decodes the next tile only after its MMA. With `MMConfig.ahead` the loop
-decodes step i + 1's tile after issuing step i's MMA; having no dependence on it, ptxas moves
-that decode before the wait (sm_90 SASS, Triton 3.6, 100 rows: 11-96 instructions between
-the last HGMMA and the wait against 7-13; `scripts/sass_qmm.py`). Timed on an H200 (weights
-from memory, the same tile with and without it; benchmarks/session39) it loses at 32 rows
-(+20% to +98%) and on most shapes at 64-128 (Q4_K 28672x4096 at 100 rows 120.4 -> 125.3 us;
-with it the 128 x 64 tiles of 100-128 rows fit only 2 stages), and wins clearly only on Q4_0
-4096x11008 (llama2-7b's down projection) at 64-128 rows, -10% to -12% (elsewhere at most -6%).
-No dispatch picks it.
+decodes step i + 1's tile after issuing step i's MMA. Compiled without the JIT's integer
+specialization, ptxas moved that decode before the wait (session 38). Compiled as a launch is
+(`scripts/sass_qmm.py`, Triton 3.6), every HGMMA of a swapped tile has its own wait (ptxas
+C7515, session 18), and at most 14 instructions sit beside the last one, ahead or not. Timed on
+an H200 (weights from memory, the same tile with and without it; benchmarks/session39) it loses
+at 32 rows (+20% to +98%) and on most shapes at 64-128 (Q4_K 28672x4096 at 100 rows 120.4 ->
+125.3 us; with it the 128 x 64 tiles of 100-128 rows fit only 2 stages), and wins clearly only
+on Q4_0 4096x11008 (llama2-7b's down projection) at 64-128 rows, -10% to -12% (elsewhere at
+most -6%). No dispatch picks it.
 Q5_K, Q8_0, bf16/fp32 activations and the interpreter use the plain fp32 decode. The
 format-specific parts (plane pointers, loads, the decode) are each format's `mm_ptrs`,
 `mm_load`, `mm_advance`, `mm_deq` (`kernels/quant/q*_triton.py`, built on
