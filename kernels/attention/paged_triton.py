@@ -210,13 +210,14 @@ def plan_launch(
             # running streams): split the KV too, or the chunk's few row tiles each scan the
             # whole context on one SM (programs past a sequence's end exit at once). As many
             # partitions as keep a sequence's programs within `target_programs`, never a
-            # partial wave past it (rounding up did: H200, cold fp16 KV, one layer, us, 3
-            # stages, one 120 KB program per SM; benchmarks/session39): llama2-7b 24 tokens
-            # over 4,000 / 8,000, 9 -> 8 partitions 36.9 / 59.9 -> 28.8 / 44.1; 112 tokens,
-            # 5 -> 4, 60.2 / 94.3 -> 44.3 / 72.5; llama3-8b 112 tokens, 5 -> 4, 49.3 / 88.7
-            # -> 43.0 / 70.5; 24 tokens, 17 -> 16, 19.8 / 26.8 -> 19.7 / 26.8. Where that
-            # leaves one partition (more than half the target in row tiles: a 512-token
-            # prefill) it keeps 2, as before: not measured
+            # partial wave past it. Rounding up did that: H200, cold fp16 KV, one layer, us,
+            # 3 stages, two 113 KB programs per SM, so the target is one wave
+            # (benchmarks/session39): llama2-7b 24 tokens over 4,000 / 8,000, 9 -> 8
+            # partitions 36.9 / 59.9 -> 28.8 / 44.1; 112 tokens, 5 -> 4, 60.2 / 94.3 -> 44.3 /
+            # 72.5; llama3-8b 112 tokens, 5 -> 4, 49.3 / 88.7 -> 43.0 / 70.5; 24 tokens,
+            # 17 -> 16, 19.8 / 26.8 -> 19.7 / 26.8. Where that leaves one partition (more
+            # than half the target in row tiles: a 512-token prefill) it keeps 2, as before:
+            # not measured
             parts = target_programs // (n_kv * m_blocks)
             if parts < 2:
                 parts = triton.cdiv(target_programs, n_kv * m_blocks)
