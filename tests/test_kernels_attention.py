@@ -301,8 +301,9 @@ def test_plan_splits_short_chunks_over_long_contexts() -> None:
     assert plan_launch(1, 8, 4, 128, 2048, 8000, 264).parts == 1
     assert plan_launch(32, 8, 4, 128, 1, 4000, 264).parts == 2
     # a chunk's programs stay within the target, rounded down (the partial wave past it that
-    # rounding up gave measured 15-38% slower, H200): llama2-7b (32 KV heads) 24 tokens -> 8 partitions, 112 tokens -> 4;
-    # llama3-8b 112 tokens (7 row tiles of 16 tokens x 4 heads) -> 4, 24 tokens -> 16
+    # rounding up gave measured 15-38% slower, H200): llama2-7b (32 KV heads) 24 tokens -> 8
+    # partitions, 112 tokens -> 4; llama3-8b 112 tokens (7 row tiles of 16 tokens x 4 heads)
+    # -> 4, 24 tokens -> 16
     for n_kv, group, q_len, want in (
         (32, 1, 24, 8),
         (32, 1, 112, 4),
