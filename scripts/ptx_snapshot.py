@@ -149,12 +149,7 @@ def _dp4a_case(name: str, fmt: str, rows: int = 1) -> Case:
 
 def _qmm_case(name: str, fmt: str, rows: int, dtype: torch.dtype) -> Case:
     cfg = qmm_triton.mm_config(fmt, N, K, rows, GPU.sm_count, GPU.smem_per_block, GPU.arch)
-    return qmm_case(name, fmt, cfg, K, dtype)
-
-
-def qmm_case(name: str, fmt: str, cfg: qmm_triton.MMConfig, k: int, dtype: torch.dtype) -> Case:
-    """The fused GEMM at `cfg` over K = k inputs (also `scripts/sass_qmm.py`'s)."""
-    ng, _, split = qmm_triton.split_groups(fmt, cfg.ng, cfg.split, k // 32)
+    ng, _, split = qmm_triton.split_groups(fmt, cfg.ng, cfg.split, K // 32)
     x = "*" + _ty(dtype)
     types = {"x_ptr": x, "out_ptr": "*fp32" if split > 1 else x, "bias_ptr": x,
              **_plane_types(fmt), "res_ptr": x, "cnt_ptr": "*i32"}  # fmt: skip

@@ -218,10 +218,7 @@ def plan_launch(
             # 17 -> 16, 19.8 / 26.8 -> 19.7 / 26.8. Where that leaves one partition (more
             # than half the target in row tiles: a 512-token prefill) it keeps 2, as before:
             # not measured
-            parts = target_programs // (n_kv * m_blocks)
-            if parts < 2:
-                parts = triton.cdiv(target_programs, n_kv * m_blocks)
-            parts = min(parts, most)
+            parts = min(max(target_programs // (n_kv * m_blocks), 2), most)
     if parts == 1:
         return Plan(block_m, block_n, m_blocks, 1, 2**30, warps, prefetch=prefetch,
                     stages=stages)  # fmt: skip
