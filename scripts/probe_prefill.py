@@ -6,13 +6,19 @@ With --cached N: the turn after a cached N-token prefix instead (bench's prefix 
 prefix + a new suffix is timed and profiled, so the timed turns prefill only what the prefix
 cache does not hold.
 
+With --trace FILE: one more turn under the profiler with CPU activity too, written as a Chrome
+trace (where the host spends a turn's wall time around its kernels), and that turn's host
+functions by cumulative time (cProfile, a separate turn) printed.
+
 Usage: python3 scripts/probe_prefill.py [--model llama3-8b-q4_k_m] [--tokens 512] [--runs 5]
-           [--cached N] [--block-size B]
+           [--cached N] [--block-size B] [--trace FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import pstats
 import random
 import time
 
@@ -63,6 +69,7 @@ def main() -> None:
     ap.add_argument(
         "--cached", type=int, default=0, help="tokens of a cached prefix before each prompt"
     )
+    ap.add_argument("--trace", help="write one turn's CPU + CUDA Chrome trace here")
     a = ap.parse_args()
     a.model = resolve_model(a.model or "llama3-8b-q4_k_m")
     ctx = max(4096, a.cached + a.tokens + 16)
@@ -79,6 +86,22 @@ def main() -> None:
         wall = sum(prefill(engine, p) for p in timed)
     p = kernel_breakdown(prof, a.runs, wall)
     print(format_profile(p, f"{what} (profiler on)"))
+    if a.trace:
+        trace(engine, prompts(engine, rng, 2, a.tokens, a.cached), a.trace)
+
+
+def trace(engine: LLMEngine, turns: list[list[int]], path: str) -> None:
+    """The first turn as a CPU + CUDA Chrome trace at `path`, the second under cProfile."""
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        wall = prefill(engine, turns[0])
+    prof.export_chrome_trace(path)
+    print(f"traced turn: {1e3 * wall:.2f} ms wall -> {path}")
+    host = cProfile.Profile()
+    host.enable()
+    wall = prefill(engine, turns[1])
+    host.disable()
+    print(f"cProfiled turn: {1e3 * wall:.2f} ms wall")
+    pstats.Stats(host).sort_stats("cumulative").print_stats(45)
 
 
 if __name__ == "__main__":
