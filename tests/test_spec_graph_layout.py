@@ -12,7 +12,6 @@ import torch
 
 from localllm.config import EngineConfig
 from localllm.core import SamplingParams
-from localllm.engine.cuda_graphs import GRAPH_PART_GROWTH, graph_growth, part_starts
 from localllm.engine.engine import LLMEngine
 from localllm.engine.graph_layout import GraphKey, StepBuffers
 
@@ -367,44 +366,3 @@ def test_eager_steps_say_whether_they_are_long_context(monkeypatch: pytest.Monke
     eng.generate([[1] + list(range(50, 70))], SamplingParams(max_tokens=6, temperature=0.0))
     assert seen and all(long == (n >= 24) for n, long in seen)
     assert {long for _, long in seen} == {False, True}
-
-
-def test_graph_parts_grow_by_the_factor():
-    """A step's forward is cut into graph parts of 1, 4, 16, ... layers (the last cut short);
-    growth 1 (LOCALLLM_GRAPH_SPLIT=0) keeps one graph."""
-    assert part_starts(32) == [1, 5, 21]  # parts of 1, 4, 16 and 11 layers
-    assert part_starts(6) == [1, 5]
-    assert part_starts(5) == [1]
-    assert part_starts(1) == []
-    assert part_starts(32, growth=2) == [1, 3, 7, 15, 31]
-    assert part_starts(32, growth=1) == []
-
-
-def test_graph_split_switch(monkeypatch):
-    monkeypatch.delenv("LOCALLLM_GRAPH_SPLIT", raising=False)
-    assert graph_growth() == GRAPH_PART_GROWTH
-    monkeypatch.setenv("LOCALLLM_GRAPH_SPLIT", "0")
-    assert graph_growth() == 1
-    monkeypatch.setenv("LOCALLLM_GRAPH_SPLIT", "yes")
-    with pytest.raises(ValueError, match="LOCALLLM_GRAPH_SPLIT"):
-        graph_growth()
-
-
-def test_forward_calls_back_between_layers() -> None:
-    """The hook a split capture cuts its graph in runs before every layer but the first, and
-    changes nothing the forward computes."""
-    path = conftest.testdata_path("models", "stories260K.gguf")
-    eng = LLMEngine(EngineConfig(model=str(path), device="cpu", block_size=8, spec_tokens=0))
-    _start(eng, [[1] + list(range(40, 52))])
-    batch = eng.scheduler.schedule()
-    r = eng.runner
-    buf = StepBuffers.allocate(64, 8, r.max_blocks_per_seq, r.device)
-    key = GraphKey(1, 0)
-    buf.stage(key, batch.items, None, r.block_size)
-    buf.dev.copy_(buf.host)
-    fb = buf.forward_batch(key, r.max_model_len)
-    seen: list[int] = []
-    hooked = r.model.forward(fb, r.kv, seen.append)
-    assert seen == list(range(1, r.model_cfg.n_layers))
-    assert len(seen) >= 1
-    torch.testing.assert_close(hooked, r.model.forward(fb, r.kv))

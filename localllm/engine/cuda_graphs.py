@@ -16,18 +16,11 @@ Kinds per bucket b (the layout of each: graph_layout.py):
 - verify (speculative decoding): b sequences with up to w = 1 + k query tokens each, for the
   widths in VERIFY_WIDTHS up to 1 + --spec-tokens and b up to the speculation batch cutoff
   (above it nobody drafts). Sequences without drafts ride along in a slot of their own.
-
-Each step's forward is captured as a few consecutive graphs (`SplitGraph`, cut between layers
-at `part_starts`) replayed one after another: the host pays `cudaGraphLaunch` per kernel of a
-graph and the device starts a graph's first kernel only once its launch returned, so one graph
-of a whole forward leaves the device idle for the whole launch, and a short first part does not.
 """
 
 from __future__ import annotations
 
-import gc
 import logging
-import os
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -72,60 +65,6 @@ def prefill_graph_sizes(budget: int) -> list[int]:
 # that holds it (the skinny GEMM costs about the same for all of these rows)
 VERIFY_WIDTHS = (3, 5)
 
-# Layers per graph part grow by this factor: parts of 1, 4, 16, 64, ... layers. A part's launch
-# must end before the device finishes the parts before it. H200 (torch 2.11, benchmarks/session40):
-# the 128-row prefill graph of llama3-8b, 386 kernels, took 486 us in `cudaGraphLaunch`, ~1.3 us
-# a kernel (~15 us a layer) and its first kernel ran only after it; a layer runs >= ~60 us on the
-# device (batch-1 decode; a 128-row chunk ~330 us), so a part of up to 4x the layers before it
-# launches while they run. LOCALLLM_GRAPH_SPLIT=0 captures each step as one graph (to compare).
-GRAPH_PART_GROWTH = 4
-
-
-def part_starts(n_layers: int, growth: int = GRAPH_PART_GROWTH) -> list[int]:
-    """The layers (>= 1) at which a new graph part begins: parts of 1, growth, growth^2, ...
-    layers, the last one cut short by the model's end ([] for one graph: growth < 2)."""
-    if growth < 2:
-        return []
-    starts, size, at = [], 1, 1
-    while at < n_layers:
-        starts.append(at)
-        size *= growth
-        at += size
-    return starts
-
-
-def graph_growth() -> int:
-    """GRAPH_PART_GROWTH, or 1 (one graph a step) under LOCALLLM_GRAPH_SPLIT=0."""
-    mode = os.environ.get("LOCALLLM_GRAPH_SPLIT", "1")
-    if mode not in ("0", "1"):
-        raise ValueError(f"LOCALLLM_GRAPH_SPLIT must be 0 or 1, got {mode!r}")
-    return GRAPH_PART_GROWTH if mode == "1" else 1
-
-
-class SplitGraph:
-    """One step's forward captured as consecutive CUDA graphs in one memory pool, replayed in
-    capture order (the order a shared pool's memory reuse assumes)."""
-
-    def __init__(self, pool: Any) -> None:
-        self.pool = pool
-        self.parts: list[torch.cuda.CUDAGraph] = []
-
-    def cut(self) -> None:
-        """End the part being captured, if any, and begin capturing the next."""
-        if self.parts:
-            self.parts[-1].capture_end()
-        g = torch.cuda.CUDAGraph()
-        g.capture_begin(pool=self.pool)
-        self.parts.append(g)
-
-    def end(self) -> None:
-        self.parts[-1].capture_end()
-
-    def replay(self) -> None:
-        for g in self.parts:
-            g.replay()
-
-
 # (graph key, decode items, the one prefill chunk or None)
 ReplayPlan = tuple[GraphKey, list["ScheduledSeq"], "ScheduledSeq | None"]
 
@@ -163,7 +102,7 @@ class GraphRunner:
         self.verify_top = max(top, 1 + spec_tokens_max) if spec_tokens else 0  # widest verify
         T = max(max_batch + mixed_chunk, self.prefill_sizes[-1], vmax * self.verify_top)  # tokens
         self.buf = StepBuffers.allocate(T, M, runner.max_blocks_per_seq, runner.device)
-        self.graphs: dict[GraphKey, SplitGraph] = {}
+        self.graphs: dict[GraphKey, torch.cuda.CUDAGraph] = {}
         self.logits: dict[GraphKey, torch.Tensor] = {}
         self.greedy: dict[GraphKey, torch.Tensor] = {}  # argmax of each logits row
         self.replays = {"decode": 0, "long": 0, "mixed": 0, "prefill": 0, "verify": 0}
@@ -236,20 +175,10 @@ class GraphRunner:
             for _ in range(2):  # warm up: Triton compiles outside the capture
                 model.ops.argmax(model.logits(model.forward(fb, kv)))
         torch.cuda.current_stream().wait_stream(stream)
-        starts = set(part_starts(self.runner.model_cfg.n_layers, graph_growth()))
-        g = SplitGraph(pool)
-        # as torch.cuda.graph prepares a capture: idle device, garbage and cached blocks freed
-        torch.cuda.synchronize(self.runner.device)
-        gc.collect()
-        torch.cuda.empty_cache()
-        with torch.cuda.stream(stream), torch.inference_mode():
-            g.cut()
-            try:
-                hidden = model.forward(fb, kv, lambda i: g.cut() if i in starts else None)
-                self.logits[key] = model.logits(hidden)
-                self.greedy[key] = model.ops.argmax(self.logits[key])
-            finally:
-                g.end()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, pool=pool), torch.inference_mode():
+            self.logits[key] = model.logits(model.forward(fb, kv))
+            self.greedy[key] = model.ops.argmax(self.logits[key])
         self.graphs[key] = g
 
     def _capture_all(self) -> None:

@@ -6,7 +6,6 @@ same code is the CPU reference path and the Triton GPU path.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -113,19 +112,13 @@ class LlamaModel:
             self.ops.silu_mul(gu[:, :F], gu[:, F:], quant=self.act[i].down), layer.w_down
         )
 
-    def forward(
-        self, fb: ForwardBatch, kv: KVCache, between_layers: Callable[[int], None] | None = None
-    ) -> torch.Tensor:
-        """Returns the final-normed hidden states of the rows in fb.logits_indices: [S, dim].
-        between_layers(i), when given, runs on the host before layer i's first launch, i >= 1
-        (a CUDA-graph capture cuts its graph there: engine/cuda_graphs.py)."""
+    def forward(self, fb: ForwardBatch, kv: KVCache) -> torch.Tensor:
+        """Returns the final-normed hidden states of the rows in fb.logits_indices: [S, dim]."""
         ops, eps = self.ops, self.cfg.rms_eps
         h = self.w.embed(fb.input_ids)  # [T, D]
         residual = h
         x = ops.rms_norm(h, self.w.layers[0].attn_norm, eps, quant=self.act[0].qkv)
         for i, layer in enumerate(self.w.layers):
-            if i > 0 and between_layers is not None:
-                between_layers(i)
             if i > 0:
                 x, residual = ops.add_rms_norm(
                     h, residual, layer.attn_norm, eps, quant=self.act[i].qkv
