@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from array import array
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -73,7 +74,8 @@ def test_hit_needs_same_prefix_and_model() -> None:
     # same second block, different first block: the chain key differs
     assert bm.get_computed_prefix(make_seq([0, 2, 3, 4, 5, 6, 7, 8, 9])) == []
     other = BlockManager(16, BS, model_id="m2")
-    assert other._hash(other._root, (1, 2, 3, 4)) != bm._hash(bm._root, (1, 2, 3, 4))
+    block = array("q", (1, 2, 3, 4)).tobytes()
+    assert other._hash(other._root, block) != bm._hash(bm._root, block)
 
 
 def test_hit_compares_tokens_not_only_keys(monkeypatch: pytest.MonkeyPatch) -> None:

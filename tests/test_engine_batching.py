@@ -140,6 +140,19 @@ def test_context_overflow_is_refused(stories):
     assert "64" in str(e.value)
 
 
+@pytest.mark.parametrize("ids", [[1, -1], [1, 512], [1, 10**6], [1, 2**70], [1, 2.0]])
+def test_bad_token_ids_are_refused(stories, ids):
+    """Prompt ids outside [0, vocab) or not integers: a clear error, nothing queued."""
+    from localllm.errors import RequestError
+
+    eng = _engine(stories)
+    assert eng.model_cfg.vocab_size == 512
+    with pytest.raises(RequestError, match=r"integers in \[0, 512\)"):
+        eng.add_request(ids, SamplingParams(max_tokens=4))
+    assert not eng.has_work()
+    assert eng.generate([[1, 511]], SamplingParams(max_tokens=2, ignore_eos=True))[0]
+
+
 def test_decode_prefill_chunk_caps_prefill_beside_decodes(stories):
     """With --decode-prefill-chunk, a step that decodes prefills at most that many tokens of
     long prompts (short ones are prefilled whole: they start streaming at once), and outputs
