@@ -82,20 +82,26 @@ def test_prefill_graph_sizes_follow_the_step_budget() -> None:
     assert prefill_graph_sizes(10_000) == list(PREFILL_GRAPH_SIZES)  # no duplicate of the last
 
 
-def test_lone_chunk_left_padded_in_a_prefill_graph() -> None:
+@pytest.mark.parametrize("done_steps", [1, 3])
+def test_lone_chunk_left_padded_in_a_prefill_graph(done_steps: int) -> None:
     """A prefill chunk that starts past the prompt's first tokens, laid out in the last 32 of
     a 128-row prefill graph's rows (96 padding rows before it), gives the logits of the ragged
-    batch. (The chunk starts at token 96, so the padded rows do not outnumber the sequence's
-    tokens: the CPU reference refuses that, the Triton kernel masks it.)"""
+    batch. Its query rows start at its first real row, so attention skips the padding rows:
+    after 32 tokens they outnumber the sequence's earlier tokens, which the CPU reference
+    refused while they were queries."""
     path = conftest.testdata_path("models", "stories260K.gguf")
     eng = LLMEngine(EngineConfig(model=str(path), device="cpu", block_size=8,
                                  max_num_batched_tokens=32, enable_prefix_caching=False))  # fmt: skip
     eng.add_request([1] + list(range(200, 339)), SamplingParams(max_tokens=1, temperature=0.0))
-    for _ in range(3):
-        eng.step()  # tokens 0..95
-    batch = eng.scheduler.schedule()  # tokens 96..127: a chunk that needs no logits yet
+    for _ in range(done_steps):
+        eng.step()  # tokens 0..32 * done_steps - 1
+    batch = eng.scheduler.schedule()  # the next 32: a chunk that needs no logits yet
     [chunk] = batch.items
-    assert (chunk.start, chunk.num_tokens) == (96, 32)
+    assert (chunk.start, chunk.num_tokens) == (32 * done_steps, 32)
+    r = eng.runner
+    buf = StepBuffers.allocate(128, 8, r.max_blocks_per_seq, r.device)
+    buf.stage(GraphKey(0, 128), [], chunk, r.block_size)
+    assert buf.host_np["cu"][:2].tolist() == [96, 128]
     chunk.needs_logits = True  # compare its last row as a final chunk would give it
     eager = eng.runner.execute(batch)
     logits, [(g0, gn)] = _logits_by_layout(eng, GraphKey(0, 128), batch, [], chunk)

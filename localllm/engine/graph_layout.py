@@ -6,7 +6,13 @@ steps (ForwardBatch.long_context), captured apart because attention takes anothe
 A decode that verifies k drafts feeds 1 + k <= w tokens and sits in the last 1 + k rows of its
 slot; a chunk of c' < c tokens sits in the last c' rows (left padding: each real query row's
 position is seq_len - q_len + i, as the attention kernel assumes). Padding rows write no KV
-(slot -1); padding sequences have length 0. Plain decode graphs have w = 1; verify graphs
+(slot -1); padding sequences have length 0. In a prefill graph (b = 0) the chunk's query rows
+start at its first real row (cu_seqlens_q[0] = c - c'), so attention skips the padding rows
+(they had attended as the c - c' positions before the chunk: a 100-token turn in the 128-row
+graph paid 28% more attention rows). Their rows carry whatever the attention output held
+through the rest of the forward, row by row (every kernel after attention is row-wise), into no
+logits and no KV. Decode slots and a mixed graph's chunk keep their
+padding rows as queries: a slot's start is the previous slot's end. Plain decode graphs have w = 1; verify graphs
 (w = 1 + K) have no chunk; logits come from every decode row (all b * w rows) and from the
 chunk's last row.
 
@@ -200,6 +206,8 @@ class StepBuffers:
             if chunk is not None:
                 self._place(chunk, T - chunk.num_tokens, chunk.num_tokens, bs, b)
                 lens[b] = chunk.start + chunk.num_tokens
+                if not b:  # a prefill graph: the padding rows are nobody's queries
+                    h["cu"][0] = T - chunk.num_tokens
                 out.append((nd, 1) if chunk.needs_logits else (0, 0))
         h["seq_lens"][:n_seq] = lens
         return self.tables_offset + n_seq * self.table_bytes, out
