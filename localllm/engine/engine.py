@@ -87,8 +87,9 @@ def _takes_argmax(batch: ScheduledBatch) -> bool:
 
 
 def _ids_in_range(ids: list[int], vocab: int) -> bool:
-    """Whether every id is an integer in [0, vocab): through int64 numpy, ~2x faster than
-    Python's min and max over a 4,000-token prompt (on the path to its first token)."""
+    """Whether every id is an integer in [0, vocab), through int64 numpy: over a 4,000-token
+    prompt (on the path to its first token) 72 us against 178 for a generator over the ids and
+    125 for Python's min and max (this sandbox's CPU)."""
     try:
         a = np.frombuffer(array("q", ids), dtype=np.int64)
     except (TypeError, OverflowError):  # a non-integer, or one past int64

@@ -7,14 +7,14 @@ A decode that verifies k drafts feeds 1 + k <= w tokens and sits in the last 1 +
 slot; a chunk of c' < c tokens sits in the last c' rows (left padding: each real query row's
 position is seq_len - q_len + i, as the attention kernel assumes). Padding rows write no KV
 (slot -1); padding sequences have length 0. In a prefill graph (b = 0) the chunk's query rows
-start at its first real row (cu_seqlens_q[0] = c - c'), so attention skips the padding rows
-(they had attended as the c - c' positions before the chunk: a 100-token turn in the 128-row
-graph paid 28% more attention rows). Their rows carry whatever the attention output held
-through the rest of the forward, row by row (every kernel after attention is row-wise), into no
-logits and no KV. Decode slots and a mixed graph's chunk keep their
-padding rows as queries: a slot's start is the previous slot's end. Plain decode graphs have w = 1; verify graphs
-(w = 1 + K) have no chunk; logits come from every decode row (all b * w rows) and from the
-chunk's last row.
+start at its first real row (cu_seqlens_q[0] = c - c'), so attention skips the padding rows;
+they had attended as the c - c' positions before the chunk (a 100-token turn in the 128-row
+graph: 28 padding query rows beside 100 real ones, one row tile of eight for llama3-8b's GQA).
+Their rows then carry whatever the attention output held through the rest of the forward, whose
+kernels after attention all work row by row, into no logits and no KV. Decode slots and a mixed
+graph's chunk keep their padding rows as queries (a slot starts where the one before it ends).
+Plain decode graphs have w = 1; verify graphs (w = 1 + K) have no chunk; logits come from every
+decode row (all b * w rows) and from the chunk's last row.
 
 Pure layout: numpy staging into a host buffer whose used prefix is copied to the device in one
 go, and the ForwardBatch of device views a graph is captured with. Testable on the CPU. Two
