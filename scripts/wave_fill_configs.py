@@ -5,8 +5,10 @@ At 65-128 rows (a short turn after a cached prefix, wide batched decode) the dis
 128-row block per weight tile, one program per SM (`mm_config`), and several llama shapes leave
 SMs idle in their last wave: on an H200 (132 SMs) llama3-8b's QKV (Q4_K 6144x4096) launches 96
 programs (73% of one wave), its gate+up (28672x4096) 224 (85% of two), llama2-7b's QKV (Q4_0
-12288x4096) 192 (73%) and gate+up (22016x4096) 172 (65%). `probe_qmm.py --sweep` never tried split
-K on matrices of over 8192 rows. For each shape and row count this lists the dispatch's config
+12288x4096) 192 (73%) and gate+up (22016x4096) 172 (65%). Two wave-filling one-knob changes
+already lost (session 38's `--neighbours`: the QKV with 4 K splits 49.9 vs 41.8 us, the gate+up
+with 32-row tiles 282.4 vs 120.0); `--sweep` never tried split K on matrices of over 8192 rows,
+nor two knobs at once. For each shape and row count this lists the dispatch's config
 and every config (weight rows per program, groups per K step, K splits, stages, warps) whose
 programs fill at least --fill of their waves, given programs per SM by shared memory
 (`mm_smem`), with at least --min-steps K steps per program.
