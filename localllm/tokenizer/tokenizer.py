@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import codecs
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from localllm.errors import LocalLLMError, ModelLoadError, RequestError
 from localllm.tokenizer.bpe import BpeEngine, pre_tokenizer
+from localllm.tokenizer.fragment_cache import FragmentCache
 from localllm.tokenizer.spm import SpmEngine
 from localllm.tokenizer.vocab import (
     MODEL_DEFAULTS,
@@ -101,6 +102,7 @@ class Tokenizer:
         self._vocab = vocab
         self._engine = engine
         self._pieces: dict[int, bytes] = {}  # token id -> rendered bytes, filled on first use
+        self._fragments = FragmentCache()  # ids of long fragments, for the next request
         self.vocab_size: int = len(vocab.tokens)
         self.bos_id: int | None = vocab.bos_id
         self.eos_id: int | None = vocab.eos_id
@@ -188,11 +190,20 @@ class Tokenizer:
                 out.append(frag)
                 prev_special = True
             else:
-                out.extend(self._engine.encode(frag, prefix and prev_special))
+                out.extend(self._encode_fragment(frag, prefix and prev_special))
                 prev_special = False
         if add_special and self.add_eos:
             out.append(self.eos_id)  # type: ignore[arg-type]
         return out
+
+    def _encode_fragment(self, text: str, add_space: bool) -> Sequence[int]:
+        """One raw-text fragment's ids, from the fragment cache when a request sent it before."""
+        ids = self._fragments.get(text, add_space)
+        if ids is None:
+            fresh = self._engine.encode(text, add_space)
+            self._fragments.put(text, add_space, fresh)
+            return fresh
+        return ids
 
     def decode(
         self, ids: Iterable[int], skip_special: bool = True, continuation: bool = False
