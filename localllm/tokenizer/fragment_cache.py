@@ -3,12 +3,13 @@
 A chat turn re-sends every earlier message, and an agent or editor plugin re-sends the same long
 system prompt (and tool list) with each request. `Tokenizer.encode` cuts the text at special
 tokens first, so each message is a fragment of its own whose ids do not depend on the text
-around it; encoding them again costs more than the engine's whole turn after a prefix-cache hit
-(this sandbox's CPU: a 4,190-token fragment in 8.8 ms with SmolLM2's BPE, 4,766 tokens in 16 ms
-with Llama's SentencePiece, against ~12.5 ms for an 8B model's cached 3,900 + 100-token turn on
-an H200). A least-recently-used map from (fragment, space prefix) to its ids; fragments shorter
-than `min_chars` are not kept (cheap to encode, and they would churn the map). Thread-safe: the
-server encodes on its request threads.
+around it. With a byte-level BPE vocabulary encoding them again costs nearly as much as the
+engine's whole turn after a prefix-cache hit (this sandbox's CPU: a 4,207-token ChatML
+conversation in 8.6-8.9 ms with SmolLM2's vocabulary, against ~12.5 ms for an 8B model's cached
+3,900 + 100-token turn on an H200); SentencePiece's engine caches its own segments, so there a
+repeat is cheap already. A least-recently-used map from (fragment, space prefix) to its ids;
+fragments shorter than `min_chars` are not kept (cheap to encode, and they would churn the map).
+Thread-safe: the server encodes on its request threads.
 """
 
 from __future__ import annotations
