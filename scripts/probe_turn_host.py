@@ -12,17 +12,15 @@ Usage: python3 scripts/probe_turn_host.py [--cached 3900] [--tokens 100] [--turn
 from __future__ import annotations
 
 import argparse
-import collections
-import functools
 import random
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
+from probe_verify_path import TOTALS, timed  # scripts/: wraps a method to time it by phase
 
 from localllm.config import EngineConfig
 from localllm.core import SamplingParams
@@ -34,21 +32,6 @@ from localllm.formats.synthetic import Q, SyntheticSpec, UniformRule, write_synt
 SPEC = SyntheticSpec("turn-host", vocab=128256, dim=256, n_layers=2, n_heads=4, n_kv_heads=2,
                      ffn=512, tensor_type=UniformRule(Q.Q4_0, output=Q.Q6_K),
                      context_length=8192)  # fmt: skip
-
-
-def timed(times: dict[str, float], obj: Any, name: str, label: str) -> None:
-    """Wrap obj.name so each call adds its wall time to times[label]."""
-    f: Callable[..., Any] = getattr(obj, name)
-
-    @functools.wraps(f)
-    def g(*a: Any, **k: Any) -> Any:
-        t = time.perf_counter()
-        try:
-            return f(*a, **k)
-        finally:
-            times[label] += time.perf_counter() - t
-
-    setattr(obj, name, g)
 
 
 def main() -> None:
@@ -75,7 +58,6 @@ def main() -> None:
         return StepOutput(logits, rows, argmax)
 
     r.execute = execute  # type: ignore[method-assign]
-    times: dict[str, float] = collections.defaultdict(float)
     phases = (
         (eng, "add_request", "add_request"),
         (eng.scheduler, "schedule", "schedule"),
@@ -86,7 +68,7 @@ def main() -> None:
         (eng, "_postprocess", "postprocess (detokenize, finish)"),
     )
     for obj, name, label in phases:
-        timed(times, obj, name, label)
+        timed(obj, name, label)
     rng = random.Random(0)
     fresh = lambda k: [rng.randrange(100, 30000) for _ in range(k)]  # noqa: E731
     params = SamplingParams(max_tokens=1, temperature=0.0, ignore_eos=True)
@@ -104,10 +86,10 @@ def main() -> None:
         stub[0] = False
         turn(prefix + fresh(a.tokens))  # caches the prefix
         stub[0] = True
-        times.clear()
-        times["whole turn"] = turn(prefix + fresh(a.tokens))
+        TOTALS.clear()
+        TOTALS["whole turn"] = turn(prefix + fresh(a.tokens))
         for k in acc:
-            acc[k].append(1e6 * times[k])
+            acc[k].append(1e6 * TOTALS[k])
     print(f"host work of a {a.cached} cached + {a.tokens} token turn, device stubbed, "
           f"{a.turns} turns (us):")  # fmt: skip
     for k, v in acc.items():
