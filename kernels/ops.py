@@ -66,6 +66,10 @@ class MaskedArgmax(Protocol):
                  out: torch.Tensor) -> None: ...  # fmt: skip
 
 
+class CopySlots(Protocol):
+    def __call__(self, pool: torch.Tensor, src: int, dst: int, num_tokens: int) -> None: ...
+
+
 class QuantAct(Protocol):
     def __call__(self, x: torch.Tensor, layout: str) -> tuple[torch.Tensor, torch.Tensor]: ...
 
@@ -84,3 +88,4 @@ class OpSet:
     argmax: Argmax
     masked_argmax: MaskedArgmax
     quant_act: QuantAct
+    copy_slots: CopySlots

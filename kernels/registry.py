@@ -26,7 +26,7 @@ def triton_available() -> bool:
 
 
 def reference_ops() -> OpSet:
-    from localllm.kernels.attention import paged
+    from localllm.kernels.attention import copy_slots, paged
     from localllm.kernels.fused import (
         activation,
         argmax,
@@ -49,13 +49,14 @@ def reference_ops() -> OpSet:
         argmax=argmax.argmax_ref,
         masked_argmax=masked_argmax.masked_argmax_ref,
         quant_act=quant_act.quant_act_ref,
+        copy_slots=copy_slots.copy_slots,
     )
 
 
 def triton_ops() -> OpSet:
     if not triton_available():
         raise RuntimeError("the triton backend needs the `triton` package")
-    from localllm.kernels.attention import paged_triton
+    from localllm.kernels.attention import copy_slots_triton, paged_triton
     from localllm.kernels.fused import (
         activation_triton,
         argmax_triton,
@@ -78,6 +79,7 @@ def triton_ops() -> OpSet:
         argmax=argmax_triton.argmax_triton,
         masked_argmax=masked_argmax_triton.masked_argmax_triton,
         quant_act=quant_act_triton.quant_act_triton,
+        copy_slots=copy_slots_triton.copy_slots_triton,
     )
 
 

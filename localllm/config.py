@@ -77,15 +77,17 @@ class ModelConfig:
 
 KV_DTYPES = ("auto", "fp32", "fp16", "bf16", "int8", "fp8")
 BLOCK_SIZES = (8, 16, 32, 64)
-# Tokens per KV block. 64 would let a page hold whole 64-token attention tiles, so that decode
-# attention reads one page number per tile instead of one per token (kernels/attention
-# `_tile_pages`): H200, tg128 at 64 against 16 (BENCHMARKS.md, session 36) llama3-8b fp16 KV
-# +0.5% / +0.4% / +4.4% at depth 0 / 4,096 / 16,384, int8 +1.1% / +2.9% at 4,096 / 16,384;
-# llama2-7b fp16 +1.3% / +3.6% / +3.7%, int8 +3.4% / +1.7%. The default stays 16: the prefix
-# cache reuses whole blocks only, so a turn after a cached prefix recomputes up to 63 tokens
-# instead of 15 (bench's 3,900 + 100 prompt: 160 instead of 112, past the 128-row fused GEMM),
-# and that turn took 17.0 ms at 64 against 13.9 ms at 16 (session 37, 5 runs each).
-DEFAULT_BLOCK_SIZE = 16
+# Tokens per KV block. At 64 a page holds whole 64-token attention tiles, so decode attention
+# reads one page number per tile instead of one per token (kernels/attention `_tile_pages`):
+# H200, tg128 at 64 against 16 (BENCHMARKS.md, session 36) llama3-8b fp16 KV +0.5% / +0.4% /
+# +4.4% at depth 0 / 4,096 / 16,384, int8 +1.1% / +2.9% at 4,096 / 16,384; llama2-7b fp16
+# +1.3% / +3.6% / +3.7%, int8 +3.4% / +1.7%.
+DEFAULT_BLOCK_SIZE = 64
+# Tokens per prefix-cache key, whatever the block size (engine/block_manager.py): a hit that ends
+# inside a 64-token block copies that block's leading units into the sequence's own block, so a
+# turn after a cached prefix recomputes at most 15 tokens, not 63 (session 37: bench's 3,900 +
+# 100 turn took 17.0 ms with whole 64-token blocks only, 13.9 ms at 16).
+PREFIX_CACHE_UNIT = 16
 STEP_OVERLAP = ("auto", "on", "off")  # --step-overlap (engine/overlap.py)
 
 # Most prefill tokens in a step that also decodes, on a GPU, when --decode-prefill-chunk is not

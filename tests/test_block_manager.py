@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from localllm.core import SamplingParams, SequenceState
-from localllm.engine.block_manager import BlockManager
+from localllm.engine.block_manager import BlockCopy, BlockManager, PrefixHit
 
 BS = 4
 
@@ -23,11 +23,11 @@ def make_seq(tokens: list[int], rid: str = "r") -> SequenceState:
 
 def run_prefill(bm: BlockManager, seq: SequenceState) -> bool:
     """Admit seq with its prefix hit and compute the whole rest in one step."""
-    cached = bm.get_computed_prefix(seq)
-    if not bm.allocate(seq, seq.num_tokens - len(cached) * bm.block_size, cached):
+    hit = bm.get_computed_prefix(seq)
+    if not bm.allocate(seq, seq.num_tokens - hit.num_tokens, hit):
         return False
     seq.num_computed = seq.num_tokens
-    bm.cache_full_blocks(seq)
+    bm.cache_computed(seq)
     return True
 
 
@@ -42,18 +42,19 @@ def test_importing_does_not_import_torch() -> None:
 def test_miss_then_hit_shares_blocks() -> None:
     bm = BlockManager(16, BS)
     a = make_seq(list(range(10)))  # 2 full blocks + 2 tokens
-    assert bm.get_computed_prefix(a) == []
+    assert bm.get_computed_prefix(a).blocks == []
     assert run_prefill(bm, a)
     assert bm.num_cached_blocks == 2
     b = make_seq(list(range(8)) + [99, 98, 97])
     hit = bm.get_computed_prefix(b)
-    assert hit == a.block_table[:2]
+    assert hit.blocks == a.block_table[:2] and hit.num_tokens == 8 and hit.partial is None
     assert bm.allocate(b, 3, hit)
+    assert bm.take_copies() == []
     assert b.num_computed == 8 and b.num_cached_prompt == 8
     assert b.block_table[:2] == a.block_table[:2]
-    assert all(bm.ref_count(x) == 2 for x in hit)
-    assert not any(bm.is_writable(x) for x in hit)
-    assert bm.is_writable(b.block_table[2])
+    assert all(bm.ref_count(x) == 2 for x in hit.blocks)
+    assert all(bm.writable_from(x) == BS for x in hit.blocks)
+    assert bm.writable_from(b.block_table[2]) == 0
     assert bm.stats()["hits"] == 8 and bm.stats()["queries"] == 10 + 11
 
 
@@ -63,16 +64,16 @@ def test_prefix_never_covers_whole_sequence() -> None:
     assert run_prefill(bm, a)
     assert bm.num_cached_blocks == 2
     again = make_seq(list(range(8)))
-    assert bm.get_computed_prefix(again) == a.block_table[:1]  # last full block recomputed
+    assert bm.get_computed_prefix(again).blocks == a.block_table[:1]  # last block recomputed
     longer = make_seq(list(range(9)))
-    assert bm.get_computed_prefix(longer) == a.block_table[:2]
+    assert bm.get_computed_prefix(longer).blocks == a.block_table[:2]
 
 
 def test_hit_needs_same_prefix_and_model() -> None:
     bm = BlockManager(16, BS, model_id="m1")
     assert run_prefill(bm, make_seq([1, 2, 3, 4, 5, 6, 7, 8, 9]))
     # same second block, different first block: the chain key differs
-    assert bm.get_computed_prefix(make_seq([0, 2, 3, 4, 5, 6, 7, 8, 9])) == []
+    assert bm.get_computed_prefix(make_seq([0, 2, 3, 4, 5, 6, 7, 8, 9])).num_tokens == 0
     other = BlockManager(16, BS, model_id="m2")
     block = array("q", (1, 2, 3, 4)).tobytes()
     assert other._hash(other._root, block) != bm._hash(bm._root, block)
@@ -82,8 +83,8 @@ def test_hit_compares_tokens_not_only_keys(monkeypatch: pytest.MonkeyPatch) -> N
     bm = BlockManager(16, BS)
     monkeypatch.setattr(bm, "_hash", lambda parent, tokens: b"same key for every block")
     assert run_prefill(bm, make_seq([1, 2, 3, 4, 5]))
-    assert bm.get_computed_prefix(make_seq([1, 2, 3, 9, 5])) == []
-    assert len(bm.get_computed_prefix(make_seq([1, 2, 3, 4, 5]))) == 1
+    assert bm.get_computed_prefix(make_seq([1, 2, 3, 9, 5])).num_tokens == 0
+    assert len(bm.get_computed_prefix(make_seq([1, 2, 3, 4, 5])).blocks) == 1
 
 
 def test_disabled_prefix_caching_caches_nothing() -> None:
@@ -91,7 +92,7 @@ def test_disabled_prefix_caching_caches_nothing() -> None:
     a = make_seq(list(range(9)))
     assert run_prefill(bm, a)
     assert bm.num_cached_blocks == 0
-    assert bm.get_computed_prefix(make_seq(list(range(9)))) == []
+    assert bm.get_computed_prefix(make_seq(list(range(9)))) == PrefixHit.none()
     bm.free(a)
     assert bm.num_free_blocks == 8 and bm.num_used_blocks == 0
 
@@ -103,7 +104,7 @@ def test_allocate_failure_changes_nothing() -> None:
     bm.free(a)
     b = make_seq(list(range(8)) + [50] * 10)  # hit 2 evictable blocks, needs 3 more: 5 > 4
     hit = bm.get_computed_prefix(b)
-    assert len(hit) == 2
+    assert len(hit.blocks) == 2
     before = (bm.num_free_blocks, bm.num_cached_blocks, bm.stats())
     assert not bm.allocate(b, 10, hit)
     assert (bm.num_free_blocks, bm.num_cached_blocks, bm.stats()) == before
@@ -140,8 +141,8 @@ def test_eviction_takes_free_blocks_first_then_lru_order() -> None:
     assert bm.allocate(e, 3, bm.get_computed_prefix(e))
     assert bm.stats()["evictions"] == 1
     assert e.block_table == [cached_a]  # LRU victim
-    assert bm.get_computed_prefix(make_seq([1] * 5)) == []
-    assert bm.get_computed_prefix(make_seq([2] * 5)) == [cached_b]
+    assert bm.get_computed_prefix(make_seq([1] * 5)).blocks == []
+    assert bm.get_computed_prefix(make_seq([2] * 5)).blocks == [cached_b]
 
 
 def test_hit_refreshes_nothing_until_released_again() -> None:
@@ -155,9 +156,9 @@ def test_hit_refreshes_nothing_until_released_again() -> None:
     assert run_prefill(bm, a2)  # takes a's cached block back, then frees -> most recent
     bm.free(a2)
     big = make_seq([7] * 8)
-    assert bm.allocate(big, 8, [])  # needs 2 blocks: free one, then evict LRU = b's block
-    assert bm.get_computed_prefix(make_seq([2] * 5)) == []
-    assert len(bm.get_computed_prefix(make_seq([1] * 5))) == 1
+    assert bm.allocate(big, 8, PrefixHit.none())  # 2 blocks: free one, evict LRU = b's block
+    assert bm.get_computed_prefix(make_seq([2] * 5)).blocks == []
+    assert len(bm.get_computed_prefix(make_seq([1] * 5)).blocks) == 1
 
 
 def test_free_releases_tail_first_so_prefixes_survive_eviction() -> None:
@@ -167,19 +168,20 @@ def test_free_releases_tail_first_so_prefixes_survive_eviction() -> None:
     head = a.block_table[:2]
     bm.free(a)
     b = make_seq([40, 41])
-    assert bm.allocate(b, 2, [])  # evicts one block: a's last
-    assert bm.get_computed_prefix(make_seq(list(range(13)))) == head
+    assert bm.allocate(b, 2, PrefixHit.none())  # evicts one block: a's last
+    assert bm.get_computed_prefix(make_seq(list(range(13)))).blocks == head
 
 
 def test_duplicate_block_is_not_indexed_twice() -> None:
     bm = BlockManager(8, BS)
     a, b = make_seq([1, 2, 3, 4, 5]), make_seq([1, 2, 3, 4, 6])
-    assert bm.allocate(a, 5, []) and bm.allocate(b, 5, [])  # both computed without a hit
+    none = PrefixHit.none()
+    assert bm.allocate(a, 5, none) and bm.allocate(b, 5, none)  # both computed without a hit
     for s in (a, b):
         s.num_computed = 5
-        bm.cache_full_blocks(s)
+        bm.cache_computed(s)
     assert bm.num_cached_blocks == 1
-    assert bm.is_cached(a.block_table[0]) and bm.is_writable(b.block_table[0])
+    assert bm.is_cached(a.block_table[0]) and not bm.is_cached(b.block_table[0])
     bm.free(b)
     assert bm.num_cached_blocks == 1 and bm.num_free_blocks == 6
 
@@ -187,7 +189,7 @@ def test_duplicate_block_is_not_indexed_twice() -> None:
 def test_truncate_releases_tail_blocks() -> None:
     bm = BlockManager(8, BS)
     a = make_seq([1, 2, 3])
-    assert bm.allocate(a, 3, [])
+    assert bm.allocate(a, 3, PrefixHit.none())
     a.num_computed = 3
     assert bm.allocate(a, 1 + 6)  # decode with 6 draft slots: positions 3..9 -> 3 blocks
     assert len(a.block_table) == 3
@@ -202,7 +204,75 @@ def test_computed_blocks_only_for_admission() -> None:
     a = make_seq(list(range(9)))
     assert run_prefill(bm, a)
     with pytest.raises(ValueError):
-        bm.allocate(a, 1, [])
+        bm.allocate(a, 1, PrefixHit.none())
+
+
+# ---- prefix hits that end inside a block --------------------------------------------------------
+
+
+def test_hit_inside_a_block_copies_its_leading_units() -> None:
+    bm = BlockManager(16, 8, cache_unit=2)  # 4 units a block
+    a = make_seq(list(range(20)))  # blocks 0-7, 8-15, then 16..19 in a third
+    assert run_prefill(bm, a)
+    assert bm.num_cached_blocks == 3  # the last block's two whole units are cached too
+    b = make_seq(list(range(13)) + [99, 98])  # matches 8 + 4 tokens (12 is in an odd unit)
+    hit = bm.get_computed_prefix(b)
+    assert hit.blocks == a.block_table[:1] and hit.partial == a.block_table[1]
+    assert hit.num_tokens == 12 and len(hit.keys) == 6
+    assert bm.allocate(b, 3, hit)
+    assert b.num_computed == 12 and b.num_cached_prompt == 12
+    assert b.block_table[0] == a.block_table[0] and b.block_table[1] != a.block_table[1]
+    assert bm.ref_count(a.block_table[1]) == 2  # held for its copy
+    assert bm.writable_from(b.block_table[1]) == 0  # its own: nothing of it is cached yet
+    assert bm.take_copies() == [BlockCopy(a.block_table[1], b.block_table[1], 4)]
+    assert bm.ref_count(a.block_table[1]) == 1 and bm.take_copies() == []
+    assert bm.stats()["hits"] == 12
+    b.num_computed = b.num_tokens
+    bm.cache_computed(b)  # units 12-13 of b's second block are new: cached under it
+    assert bm.cached_tokens(b.block_table[1]) == tuple(range(8, 13)) + (99,)
+    assert bm.writable_from(b.block_table[1]) == 6
+    c = make_seq(list(range(13)) + [99, 98, 97, 96])
+    assert bm.get_computed_prefix(c).partial == b.block_table[1]
+    assert bm.get_computed_prefix(c).num_tokens == 14
+
+
+def test_partial_source_is_not_evicted_before_its_copy_is_taken() -> None:
+    bm = BlockManager(4, 8, cache_unit=4)
+    a = make_seq(list(range(12)))  # block 0 whole, block 1 holds one cached unit (8..11)
+    assert run_prefill(bm, a)
+    head, src = a.block_table
+    bm.free(a)
+    assert bm.num_free_blocks == 4
+    b = make_seq(list(range(12)) + [7])
+    hit = bm.get_computed_prefix(b)
+    assert hit.blocks == [head] and hit.partial == src and hit.num_tokens == 12
+    assert bm.allocate(b, 1, hit)  # shares block 0, holds src, takes a new block for 8..12
+    assert bm.num_free_blocks == 1
+    other = make_seq([50] * 9)
+    assert not bm.allocate(other, 9, PrefixHit.none())  # 2 blocks: src may not be evicted
+    copies = bm.take_copies()
+    assert copies == [BlockCopy(src, b.block_table[1], 4)]
+    assert bm.num_free_blocks == 2 and bm.allocate(other, 9, PrefixHit.none())
+    assert bm.stats()["evictions"] == 1 and src in other.block_table
+
+
+def test_allocate_failure_with_a_partial_hit_changes_nothing() -> None:
+    bm = BlockManager(3, 8, cache_unit=4)
+    a = make_seq(list(range(12)))
+    assert run_prefill(bm, a)
+    bm.free(a)
+    b = make_seq(list(range(12)) + [5] * 20)
+    hit = bm.get_computed_prefix(b)
+    before = (bm.num_free_blocks, bm.stats(), [bm.ref_count(i) for i in range(3)])
+    assert not bm.allocate(b, 20, hit)  # 1 shared + src held + 3 new > 3
+    assert (bm.num_free_blocks, bm.stats(), [bm.ref_count(i) for i in range(3)]) == before
+    assert bm.take_copies() == [] and b.block_table == []
+
+
+def test_a_unit_is_a_divisor_of_the_block() -> None:
+    with pytest.raises(ValueError):
+        BlockManager(4, 8, cache_unit=3)
+    assert BlockManager(4, 8, cache_unit=16).unit == 8  # never more than a block
 
 
 # ---- stateful property test -------------------------------------------------------------------
@@ -219,40 +289,55 @@ tokens_st = st.builds(
 
 class BlockManagerMachine(RuleBasedStateMachine):
     """Drives a BlockManager like an engine would, with a shadow KV pool that records which token
-    each slot holds. Every computed position must read back its own token."""
+    each slot holds (copies applied when taken, before the step writes). Every computed position
+    must read back its own token."""
+
+    UNIT = BS  # tokens per prefix-cache key
 
     def __init__(self) -> None:
         super().__init__()
-        self.bm = BlockManager(NUM_BLOCKS, BS, model_id="m")
+        self.bm = BlockManager(NUM_BLOCKS, BS, model_id="m", cache_unit=self.UNIT)
         self.seqs: list[SequenceState] = []
         self.kv: dict[int, list[int | None]] = {b: [None] * BS for b in range(NUM_BLOCKS)}
+
+    def _copy(self) -> None:
+        for c in self.bm.take_copies():
+            assert 0 < c.num_tokens < BS
+            self.kv[c.dst][: c.num_tokens] = self.kv[c.src][: c.num_tokens]
 
     def _write(self, seq: SequenceState, tokens: list[int]) -> None:
         """Write K/V for tokens at positions num_computed.. (slots must be writable)."""
         for i, tok in enumerate(tokens):
             pos = seq.num_computed + i
             block = seq.block_table[pos // BS]
-            assert self.bm.is_writable(block), f"slot {pos} of {seq} is in a shared block"
+            assert pos % BS >= self.bm.writable_from(block), f"slot {pos} of {seq} is read-only"
             self.kv[block][pos % BS] = tok
 
     @rule(tokens=tokens_st, chunk=st.integers(1, 14), sampled=st.integers(0, 1))
     def admit(self, tokens: list[int], chunk: int, sampled: int) -> None:
         seq = make_seq(tokens)
         hit = self.bm.get_computed_prefix(seq)
-        assert len(hit) * BS < seq.num_tokens
-        for i, block in enumerate(hit):
+        assert hit.num_tokens < seq.num_tokens and hit.num_tokens % self.bm.unit == 0
+        assert hit.num_tokens == len(hit.blocks) * BS + (hit.num_tokens % BS)
+        assert (hit.partial is None) == (hit.num_tokens % BS == 0)
+        for i, block in enumerate(hit.blocks):
             assert self.kv[block] == tokens[i * BS : (i + 1) * BS]
-        n = min(chunk, seq.num_tokens - len(hit) * BS)
+        if hit.partial is not None:
+            r, first = hit.num_tokens % BS, len(hit.blocks) * BS
+            assert self.kv[hit.partial][:r] == tokens[first : first + r]
+        n = min(chunk, seq.num_tokens - hit.num_tokens)
         free_before = self.bm.num_free_blocks
         if not self.bm.allocate(seq, n, hit):
             assert seq.block_table == [] and self.bm.num_free_blocks == free_before
+            assert self.bm.take_copies() == []
             return
-        assert seq.num_computed == len(hit) * BS
+        assert seq.num_computed == hit.num_tokens
+        self._copy()
         self._write(seq, seq.token_ids[seq.num_computed : seq.num_computed + n])
         seq.num_computed += n
         if seq.num_computed == seq.num_tokens:
             seq.token_ids.append(sampled)
-        self.bm.cache_full_blocks(seq)
+        self.bm.cache_computed(seq)
         self.seqs.append(seq)
 
     @precondition(lambda self: self.seqs)
@@ -272,7 +357,7 @@ class BlockManagerMachine(RuleBasedStateMachine):
                 seq.token_ids += drafts[:a] + [data.draw(st.integers(0, 1))]
                 seq.num_computed += a
                 self.bm.truncate(seq, seq.num_tokens)
-        self.bm.cache_full_blocks(seq)
+        self.bm.cache_computed(seq)
 
     @precondition(lambda self: self.seqs)
     @rule(data=st.data())
@@ -296,6 +381,7 @@ class BlockManagerMachine(RuleBasedStateMachine):
         assert self.bm.num_free_blocks == NUM_BLOCKS  # every block free or evictable
         self.bm.clear_cache()
         assert len(self.bm._free) == NUM_BLOCKS and self.bm.num_cached_blocks == 0
+        assert not self.bm._index
 
     @invariant()
     def ref_counts_match_block_tables(self) -> None:
@@ -306,6 +392,7 @@ class BlockManagerMachine(RuleBasedStateMachine):
         for b in range(NUM_BLOCKS):
             assert self.bm.ref_count(b) == counts[b] >= 0
             if counts[b] > 1:
+                assert self.bm.writable_from(b) == BS, "a shared block is read-only"
                 assert self.bm.is_cached(b), "only cached blocks may be shared"
         assert self.bm.num_used_blocks == sum(c > 0 for c in counts)
         assert self.bm.num_used_blocks + self.bm.num_free_blocks == NUM_BLOCKS
@@ -322,13 +409,23 @@ class BlockManagerMachine(RuleBasedStateMachine):
         for b in range(NUM_BLOCKS):
             toks = self.bm.cached_tokens(b)
             if toks is not None:
-                assert self.kv[b] == list(toks)
+                assert 0 < len(toks) <= BS and len(toks) % self.bm.unit == 0
+                assert self.kv[b][: len(toks)] == list(toks)
 
 
-BlockManagerMachine.TestCase.settings = settings(
+class UnitMachine(BlockManagerMachine):
+    """Two-token keys in four-token blocks: hits that end inside a block, and their copies."""
+
+    UNIT = 2
+
+
+_settings = settings(
     max_examples=150,
     stateful_step_count=40,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
+BlockManagerMachine.TestCase.settings = _settings
+UnitMachine.TestCase.settings = _settings
 TestBlockManagerMachine = BlockManagerMachine.TestCase
+TestUnitMachine = UnitMachine.TestCase

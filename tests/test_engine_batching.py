@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+from localllm.config import PREFIX_CACHE_UNIT as UNIT
 from localllm.config import EngineConfig
 from localllm.core import SamplingParams
 from localllm.engine.engine import LLMEngine
@@ -60,15 +61,16 @@ def test_64_concurrent_requests_match_running_alone(stories):
 @pytest.mark.parametrize("bs", [16, 64])
 def test_prefix_cache_hit_equals_miss(stories, bs):
     rng = random.Random(3)
-    shared = [1] + [rng.randrange(3, 512) for _ in range(70)]  # 71 tokens: 4 blocks of 16, 1 of 64
+    shared = [1] + [rng.randrange(3, 512) for _ in range(89)]  # 90 tokens: 5 units of 16
     prompts = [(shared + [rng.randrange(3, 512) for _ in range(k)], 30) for k in (0, 1, 5, 17)]
     miss = _alone(_engine(stories, enable_prefix_caching=False, block_size=bs), prompts)
     eng = _engine(stories, block_size=bs)
     first = _alone(eng, prompts[:1])
     hit = _alone(eng, prompts)
     assert first[0] == miss[0] and hit == miss
-    full = len(shared) // bs * bs  # the shared prompt's whole blocks
-    assert eng.stats.cached_prompt_tokens >= full * 3  # later prompts reused them
+    # every later prompt reused the shared prompt's whole units of 16 tokens, also where they
+    # end inside a 64-token block (its leading tokens copied into the prompt's own block)
+    assert eng.stats.cached_prompt_tokens >= len(prompts) * (len(shared) // UNIT * UNIT)
     assert _all_blocks_free_or_cached(eng)
 
 
@@ -80,13 +82,16 @@ def test_multi_turn_reuses_previous_turn(stories, bs):
     [out1] = eng.generate([turn1], p)
     turn2 = turn1 + out1 + list(range(100, 120))
     rid = eng.add_request(turn2, p)
-    final = None
+    final, out2 = None, []
     while eng.has_work():
         for ev in eng.step():
-            if ev.request_id == rid and ev.finished:
-                final = ev
-    # everything of turn 1 that filled whole blocks (prompt + answer) came from the cache
-    assert final.usage.cached_tokens == (len(turn1) + len(out1) - 1) // bs * bs > 0
+            if ev.request_id == rid:
+                out2 += ev.token_ids
+                final = ev if ev.finished else final
+    # every whole unit of turn 1 (prompt + answer, less its last token) came from the cache
+    assert final.usage.cached_tokens == (len(turn1) + len(out1) - 1) // UNIT * UNIT > 0
+    miss = _alone(_engine(stories, enable_prefix_caching=False, block_size=bs), [(turn2, 24)])
+    assert out2 == miss[0]
 
 
 def test_preemption_changes_no_output(stories):

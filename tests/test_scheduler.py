@@ -36,13 +36,15 @@ class FakeEngine:
 
     def forward(self, batch: ScheduledBatch) -> dict[int, list[int]]:
         accepted: dict[int, list[int]] = {}
+        for c in batch.kv_copies:  # before the forward, as the runner does
+            self.kv[c.dst] = self.kv[c.src][: c.num_tokens] + [None] * (BS - c.num_tokens)
         for item in batch.items:
             seq, table = item.seq, item.seq.block_table
             for pos in range(item.start):  # the cached/computed context must hold the right ids
                 assert self.kv[table[pos // BS]][pos % BS] == seq.token_ids[pos], (seq, pos)
             for i, tok in enumerate(item.token_ids):
                 pos = item.start + i
-                assert self.sched.block_manager.is_writable(table[pos // BS])
+                assert pos % BS >= self.sched.block_manager.writable_from(table[pos // BS])
                 self.kv.setdefault(table[pos // BS], [None] * BS)[pos % BS] = tok
             if not item.needs_logits:
                 accepted[seq.seq_id] = []
@@ -80,8 +82,8 @@ class FakeEngine:
         raise AssertionError("scheduler did not finish")
 
 
-def make(num_blocks: int = 64, **cfg) -> Scheduler:
-    return Scheduler(SchedulerConfig(**cfg), BlockManager(num_blocks, BS))
+def make(num_blocks: int = 64, unit: int = BS, **cfg) -> Scheduler:
+    return Scheduler(SchedulerConfig(**cfg), BlockManager(num_blocks, BS, cache_unit=unit))
 
 
 def make_seq(prompt: list[int], max_tokens: int = 8, rid: str = "r") -> SequenceState:
@@ -359,3 +361,38 @@ def test_prefix_cache_hit_on_shared_prompt() -> None:
     assert b.num_cached_prompt == 12 and batch.items[0].start == 12
     eng.run()
     assert b.token_ids == reference(shared + [2, 3], 3)
+
+
+def test_prefix_hit_inside_a_block_is_copied_before_the_forward() -> None:
+    sched = make(unit=1)  # one-token keys: a hit may end anywhere in a four-token block
+    shared = prompt_of(14)
+    a = make_seq(shared + [1], max_tokens=3, rid="a")
+    sched.add(a)
+    eng = FakeEngine(sched)
+    eng.run()
+    b = make_seq(shared + [2, 3], max_tokens=3, rid="b")
+    sched.add(b)
+    batch = eng.step()
+    assert b.num_cached_prompt == 14 and batch.items[0].start == 14
+    assert [(c.dst, c.num_tokens) for c in batch.kv_copies] == [(b.block_table[3], 2)]
+    assert eng.step().kv_copies == []
+    eng.run()
+    assert b.token_ids == reference(shared + [2, 3], 3)
+    assert sched.block_manager.num_used_blocks == 0
+
+
+def test_many_prompts_sharing_prefixes_inside_blocks_match_the_reference() -> None:
+    sched = make(num_blocks=24, unit=2, max_num_batched_tokens=12, max_num_seqs=4)
+    heads = [prompt_of(9), prompt_of(13, 1), prompt_of(6, 2)]
+    seqs = [
+        make_seq(heads[i % 3] + prompt_of(1 + i % 4, 10 + i), max_tokens=5, rid=f"r{i}")
+        for i in range(12)
+    ]
+    for s in seqs:
+        sched.add(s)
+    eng = FakeEngine(sched)
+    eng.run()
+    for s in seqs:
+        assert s.token_ids == reference(s.token_ids[: s.prompt_len], 5)
+    assert any(b.kv_copies for b in eng.batches)
+    assert sched.block_manager.num_used_blocks == 0

@@ -2,19 +2,30 @@
 
 Every block of the paged KV pool is in exactly one of three states:
   used       ref_count > 0 (in one or more block tables; > 1 only for shared cached blocks)
-  evictable  ref_count == 0 and cached (holds a key; kept in an LRU until someone needs the room)
+  evictable  ref_count == 0 and cached (holds keys; kept in an LRU until someone needs the room)
   free       ref_count == 0 and not cached
 
-Prefix cache keys. Block i of a sequence gets key_i = sha256(key_{i-1} || token ids of block i as
-int64 little-endian), with key_{-1} = sha256(model_id). A key therefore names the whole token
-prefix up to the end of its block, for one model. sha256 is collision-resistant, and a hit also
-compares the block's stored token ids, so a hit is exact. Only full blocks of computed tokens are
-cached, and a cached block is read-only: `is_writable` is False for it.
+Prefix cache keys. The cache is keyed in units of `unit` tokens (config.PREFIX_CACHE_UNIT, or the
+block size when that is smaller), so a block of `block_size` tokens holds `block_size // unit`
+units. Unit j of a sequence gets key_j = sha256(key_{j-1} || its token ids as int64 little-endian),
+with key_{-1} = sha256(model_id). A key therefore names the whole token prefix up to the end of
+its unit, for one model, and the index maps it to (block, u): that block's units 0..u hold the last
+u + 1 units of that prefix. sha256 is collision-resistant, and a hit also compares the block's
+stored token ids, so a hit is exact. Only units of computed tokens are cached; a cached unit is
+read-only (its owner may still append past it: `writable_from`).
 
-Duplicates. When `cache_full_blocks` finds that an identical block (same key) is already cached
-under another block id, the sequence keeps its own private copy and the index is left alone
-(no dedupe): swapping block ids under a running sequence would change which K/V it reads.
-The private copy goes back to the free list when released.
+Hits. A prompt shares every whole block of its cached prefix by reference. When its cached prefix
+ends inside a block (it matched that block's first units only), it cannot share that block (it
+would write its own tokens after them), so it takes a new block and the leading tokens are copied
+into it on the device: a `BlockCopy` the scheduler hands the engine with the step
+(`take_copies`), run before the step's forward. So 64-token blocks (decode attention reads one
+page number per 64-token tile: kernels/attention) reuse a prefix to the same 16 tokens as
+16-token blocks do.
+
+Duplicates. When `cache_computed` finds that a unit's key is already cached under another block,
+the index is left alone (no dedupe): swapping block ids under a running sequence would change which
+K/V it reads. The sequence's own copy goes back to the free list when released, unless it holds
+later units of its own that are cached.
 """
 
 from __future__ import annotations
@@ -23,12 +34,37 @@ import hashlib
 from array import array
 from collections import OrderedDict
 from collections.abc import Iterable
+from dataclasses import dataclass
 
+from localllm.config import PREFIX_CACHE_UNIT
 from localllm.core import SequenceState
 
 
 def cdiv(a: int, b: int) -> int:
     return -(-a // b)
+
+
+@dataclass(frozen=True)
+class PrefixHit:
+    """What the prefix cache holds of a sequence's leading tokens (`get_computed_prefix`)."""
+
+    blocks: list[int]  # whole cached blocks, shared by reference at the head of the block table
+    num_tokens: int  # tokens served: len(blocks) * block_size + those of `partial`
+    partial: int | None = None  # a cached block whose leading tokens come next, to be copied
+    keys: tuple[bytes, ...] = ()  # the chain keys of the units served (cache_computed goes on)
+
+    @classmethod
+    def none(cls) -> PrefixHit:
+        return cls([], 0)
+
+
+@dataclass(frozen=True)
+class BlockCopy:
+    """Copy the K/V (and scales) of the first num_tokens slots of block src into block dst."""
+
+    src: int
+    dst: int
+    num_tokens: int
 
 
 class BlockManager:
@@ -38,24 +74,34 @@ class BlockManager:
         block_size: int,
         enable_prefix_caching: bool = True,
         model_id: str = "",
+        cache_unit: int = PREFIX_CACHE_UNIT,
     ) -> None:
-        if num_blocks < 1 or block_size < 1:
+        if num_blocks < 1 or block_size < 1 or cache_unit < 1:
             raise ValueError(
-                f"need num_blocks >= 1 and block_size >= 1, got {num_blocks}, {block_size}"
+                f"need num_blocks, block_size and cache_unit >= 1, got {num_blocks}, "
+                f"{block_size}, {cache_unit}"
+            )
+        self.unit = min(cache_unit, block_size)
+        if block_size % self.unit:
+            raise ValueError(
+                f"block_size {block_size} is not a multiple of cache_unit {cache_unit}"
             )
         self.num_blocks = num_blocks
         self.block_size = block_size
+        self.units_per_block = block_size // self.unit
         self.enable_prefix_caching = enable_prefix_caching
         self.model_id = model_id
         self._root = hashlib.sha256(model_id.encode()).digest()
         self._ref = [0] * num_blocks  # per block id
-        self._key: list[bytes | None] = [None] * num_blocks
-        self._tokens: list[bytes | None] = [None] * num_blocks  # token ids as int64 LE bytes
-        self._index: dict[bytes, int] = {}  # key -> block id
+        self._keys: list[dict[int, bytes] | None] = [None] * num_blocks  # unit -> key it indexes
+        self._tokens: list[bytes | None] = [None] * num_blocks  # the block's leading token ids
+        self._index: dict[bytes, tuple[int, int]] = {}  # key -> (block id, unit in the block)
         self._free: list[int] = list(range(num_blocks - 1, -1, -1))  # pop() gives low ids first
         self._lru: OrderedDict[int, None] = OrderedDict()  # evictable blocks, oldest first
-        self._seq_keys: dict[int, list[bytes]] = {}  # seq_id -> keys of its leading full blocks
+        self._seq_keys: dict[int, list[bytes]] = {}  # seq_id -> keys of its leading units
+        self._copies: list[BlockCopy] = []  # made by admissions, until take_copies()
         self._num_used = 0
+        self._num_cached = 0
         self.hits = 0  # prompt tokens served from the cache (token-level)
         self.queries = 0  # tokens looked up at admission
         self.evictions = 0
@@ -72,65 +118,92 @@ class BlockManager:
 
     @property
     def num_cached_blocks(self) -> int:
-        return len(self._index)
+        """Blocks holding at least one cached unit."""
+        return self._num_cached
 
     def ref_count(self, block_id: int) -> int:
         return self._ref[block_id]
 
     def is_cached(self, block_id: int) -> bool:
-        return self._key[block_id] is not None
+        return self._keys[block_id] is not None
 
     def cached_tokens(self, block_id: int) -> tuple[int, ...] | None:
-        """Token ids a cached block holds (None when not cached)."""
+        """Token ids of a cached block's leading units, through its last cached one (None when
+        not cached)."""
         raw = self._tokens[block_id]
         return None if raw is None else tuple(array("q", raw))
 
-    def is_writable(self, block_id: int) -> bool:
-        return self._ref[block_id] == 1 and self._key[block_id] is None
+    def writable_from(self, block_id: int) -> int:
+        """The first slot of the block its one owner may write: past its cached units. A block
+        with more than one reference is read-only (block_size)."""
+        if self._ref[block_id] != 1:
+            return self.block_size
+        keys = self._keys[block_id]
+        return (max(keys) + 1) * self.unit if keys else 0
 
     # ---- prefix cache -------------------------------------------------------------------------
     def _hash(self, parent: bytes, tokens: bytes) -> bytes:
-        """The key of a block holding `tokens` (int64 LE bytes) after the block keyed `parent`."""
+        """The key of a unit holding `tokens` (int64 LE bytes) after the unit keyed `parent`."""
         return hashlib.sha256(parent + tokens).digest()
 
-    def _blocks(self, seq: SequenceState, first: int, end: int) -> list[bytes]:
-        """The token ids of seq's blocks first..end-1 as int64 LE bytes, one conversion for all
-        (a 4,000-token prompt's lookup hashes ~250 blocks while its first token waits)."""
-        bs = self.block_size
-        raw = array("q", seq.token_ids[first * bs : end * bs]).tobytes()
-        step = 8 * bs
-        return [raw[j : j + step] for j in range(0, len(raw), step)]
-
-    def get_computed_prefix(self, seq: SequenceState) -> list[int]:
-        """Longest chain of cached full blocks matching seq.token_ids; never all of them."""
+    def get_computed_prefix(self, seq: SequenceState) -> PrefixHit:
+        """The longest cached prefix of seq.token_ids, in whole units; never all of its tokens.
+        A 4,000-token prompt's lookup hashes ~250 units while its first token waits: the ids
+        become bytes once."""
         if not self.enable_prefix_caching:
-            return []
-        max_blocks = (seq.num_tokens - 1) // self.block_size  # leave >= 1 token to compute
-        parent, found = self._root, []
+            return PrefixHit.none()
+        unit, upb = self.unit, self.units_per_block
+        n_units = (seq.num_tokens - 1) // unit  # leave >= 1 token to compute
+        raw = array("q", seq.token_ids[: n_units * unit]).tobytes()
+        step = 8 * unit
+        parent, blocks, partial, keys = self._root, [], None, []
         index, stored, key = self._index, self._tokens, self._hash
-        for tokens in self._blocks(seq, 0, max_blocks):
-            parent = key(parent, tokens)
-            bid = index.get(parent)
-            if bid is None or stored[bid] != tokens:
+        for j in range(n_units):
+            parent = key(parent, raw[j * step : (j + 1) * step])
+            hit = index.get(parent)
+            if hit is None:
                 break
-            found.append(bid)
-        return found
+            bid, u = hit
+            first = (j - u) * step  # the block's first slot in raw
+            held = stored[bid] or b""  # an indexed block holds tokens through unit u at least
+            if held[: (u + 1) * step] != raw[first : (j + 1) * step]:
+                break
+            keys.append(parent)
+            partial = None if u == upb - 1 else bid
+            if partial is None:
+                blocks.append(bid)
+        return PrefixHit(blocks, len(keys) * unit, partial, tuple(keys))
 
-    def cache_full_blocks(self, seq: SequenceState) -> None:
-        """Register each block of seq now full of computed tokens in the prefix cache."""
+    def cache_computed(self, seq: SequenceState) -> None:
+        """Register each unit of seq's computed tokens not yet cached, the last block's too."""
         if not self.enable_prefix_caching:
             return
+        unit, upb = self.unit, self.units_per_block
         keys = self._seq_keys.setdefault(seq.seq_id, [])
-        n_full = min(seq.num_computed // self.block_size, len(seq.block_table))
+        done = len(keys)
+        n_units = min(seq.num_computed // unit, len(seq.block_table) * upb)
+        if n_units <= done:
+            return
+        base = done - done % upb  # the first unit of the first block touched
+        raw = array("q", seq.token_ids[base * unit : n_units * unit]).tobytes()
+        step = 8 * unit
         parent = keys[-1] if keys else self._root
-        for i, tokens in enumerate(self._blocks(seq, len(keys), n_full), len(keys)):
-            parent = self._hash(parent, tokens)
+        index, blk_keys, stored = self._index, self._keys, self._tokens
+        for j in range(done, n_units):
+            parent = self._hash(parent, raw[(j - base) * step : (j - base + 1) * step])
             keys.append(parent)
+            if parent in index:
+                continue
+            i, u = divmod(j, upb)
             bid = seq.block_table[i]
-            if self._key[bid] is None and parent not in self._index:
-                self._key[bid] = parent
-                self._tokens[bid] = tokens
-                self._index[parent] = bid
+            have = blk_keys[bid]
+            if have is None:
+                have = blk_keys[bid] = {}
+                self._num_cached += 1
+            have[u] = parent
+            index[parent] = (bid, u)
+            first = (i * upb - base) * step
+            stored[bid] = raw[first : (j - base + 1) * step]
 
     def clear_cache(self) -> None:
         """Drop the keys of all unreferenced cached blocks; they return to the free list."""
@@ -140,11 +213,15 @@ class BlockManager:
             self._free.append(bid)
 
     def _uncache(self, bid: int) -> None:
-        key = self._key[bid]
-        if key is not None and self._index.get(key) == bid:
-            del self._index[key]
-        self._key[bid] = None
+        keys = self._keys[bid]
+        if keys is None:
+            return
+        for u, key in keys.items():
+            if self._index.get(key) == (bid, u):
+                del self._index[key]
+        self._keys[bid] = None
         self._tokens[bid] = None
+        self._num_cached -= 1
 
     # ---- allocation ---------------------------------------------------------------------------
     def _take_new(self) -> int:
@@ -158,16 +235,17 @@ class BlockManager:
         self._num_used += 1
         return bid
 
-    def _check_admission(self, seq: SequenceState, cached: list[int]) -> None:
+    def _check_admission(self, seq: SequenceState, hit: PrefixHit) -> None:
         if seq.block_table or seq.num_computed:
-            raise ValueError(f"computed_blocks are only for a sequence being admitted: {seq}")
-        if any(self._key[bid] is None for bid in cached):
-            raise ValueError("computed_blocks must come from get_computed_prefix (uncached block)")
+            raise ValueError(f"a prefix hit is only for a sequence being admitted: {seq}")
+        shown = [*hit.blocks, *([] if hit.partial is None else [hit.partial])]
+        if any(self._keys[bid] is None for bid in shown):
+            raise ValueError("a prefix hit must come from get_computed_prefix (uncached block)")
 
     def _release(self, bids: Iterable[int]) -> None:
         """Drop one reference to each block, in order: one loop, not a call per block (a long
         turn ends by releasing ~250 blocks, on the path to its final event)."""
-        ref, lru, key, free = self._ref, self._lru, self._key, self._free
+        ref, lru, keys, free = self._ref, self._lru, self._keys, self._free
         for bid in bids:
             n = ref[bid] - 1
             if n < 0:
@@ -175,52 +253,65 @@ class BlockManager:
             ref[bid] = n
             if n == 0:
                 self._num_used -= 1
-                if key[bid] is not None:
+                if keys[bid] is not None:
                     lru[bid] = None  # most recently released: evicted last
                 else:
                     free.append(bid)
 
     def allocate(
-        self, seq: SequenceState, num_new_tokens: int, computed_blocks: list[int] | None = None
+        self, seq: SequenceState, num_new_tokens: int, hit: PrefixHit | None = None
     ) -> bool:
         """Make seq.block_table cover seq.num_computed + num_new_tokens tokens.
 
-        computed_blocks (admission only) come from get_computed_prefix: they head the block table
-        and set seq.num_computed (and, on a first admission, seq.num_cached_prompt).
+        hit (admission only) comes from get_computed_prefix: its blocks head the block table,
+        its partial block's leading tokens are copied into the next one (take_copies), and it
+        sets seq.num_computed (and, on a first admission, seq.num_cached_prompt).
         Returns False and changes nothing when the pool is short.
         """
-        admitting = computed_blocks is not None
-        cached = computed_blocks or []
-        if admitting:
-            self._check_admission(seq, cached)
-        num_computed = len(cached) * self.block_size if admitting else seq.num_computed
-        have = len(cached) if admitting else len(seq.block_table)
+        if hit is not None:
+            self._check_admission(seq, hit)
+            num_computed, have = hit.num_tokens, len(hit.blocks)
+            held = [*hit.blocks, *([] if hit.partial is None else [hit.partial])]
+        else:
+            num_computed, have, held = seq.num_computed, len(seq.block_table), []
         need = cdiv(num_computed + num_new_tokens, self.block_size) - have
-        revived = sum(1 for bid in cached if self._ref[bid] == 0)  # evictable ones we take back
+        revived = sum(1 for bid in held if self._ref[bid] == 0)  # evictable ones we take back
         if need > self.num_free_blocks - revived:
             return False
-        if admitting:
-            self._admit(seq, cached, revived)
+        if hit is not None:
+            self._admit(seq, hit, held, revived)
         for _ in range(need):
             seq.block_table.append(self._take_new())
+        if hit is not None and hit.partial is not None:  # its leading slots go to the next block
+            copy = BlockCopy(hit.partial, seq.block_table[have], num_computed % self.block_size)
+            self._copies.append(copy)
         return True
 
-    def _admit(self, seq: SequenceState, cached: list[int], revived: int) -> None:
-        """revived: how many of `cached` are evictable (unreferenced) now, as `allocate` counted."""
+    def _admit(self, seq: SequenceState, hit: PrefixHit, held: list[int], revived: int) -> None:
+        """held: hit's blocks, then its partial block (referenced until its copy is taken);
+        revived: how many of them are evictable (unreferenced) now, as `allocate` counted."""
         ref, lru = self._ref, self._lru
-        for bid in cached:  # one loop, not a call per block: ~250 before a long turn's first token
+        for bid in held:  # one loop, not a call per block: ~250 before a long turn's first token
             if ref[bid] == 0:
                 del lru[bid]
             ref[bid] += 1
         self._num_used += revived
-        seq.block_table = list(cached)
-        seq.num_computed = len(cached) * self.block_size
+        seq.block_table = list(hit.blocks)
+        seq.num_computed = hit.num_tokens
         if seq.num_preemptions == 0:  # usage reports what the first admission found cached
             seq.num_cached_prompt = min(seq.num_computed, seq.prompt_len)
         if self.enable_prefix_caching:
-            self._seq_keys[seq.seq_id] = [self._key[bid] for bid in cached]  # type: ignore[misc]
+            self._seq_keys[seq.seq_id] = list(hit.keys)
             self.queries += seq.num_tokens
             self.hits += seq.num_computed
+
+    def take_copies(self) -> list[BlockCopy]:
+        """The copies this scheduling pass's admissions need, in order; run them on the device
+        before the step's forward. Their source blocks lose the reference that kept them from
+        being evicted during the pass: any later writer of a source runs after the copy."""
+        copies, self._copies = self._copies, []
+        self._release(c.src for c in copies)
+        return copies
 
     def truncate(self, seq: SequenceState, num_tokens: int) -> None:
         """Shrink seq.block_table to what num_tokens need; the blocks past it are released."""
@@ -229,8 +320,8 @@ class BlockManager:
             self._release(reversed(seq.block_table[keep:]))  # tail first, as before
             del seq.block_table[keep:]
         keys = self._seq_keys.get(seq.seq_id)
-        if keys is not None and len(keys) > keep:
-            del keys[keep:]
+        if keys is not None and len(keys) > num_tokens // self.unit:
+            del keys[num_tokens // self.unit :]
 
     def free(self, seq: SequenceState) -> None:
         """Release all of seq's blocks, tail first (so a prefix outlives its continuations)."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from localllm.config import EngineConfig
+from localllm.config import PREFIX_CACHE_UNIT, EngineConfig
 from localllm.core import (
     SamplingParams,
     SeqStatus,
@@ -123,6 +123,7 @@ class LLMEngine:
             cfg.block_size,
             cfg.enable_prefix_caching,
             model_id=self.source.model_id,
+            cache_unit=PREFIX_CACHE_UNIT,
         )
         self.scheduler = Scheduler(
             SchedulerConfig(

@@ -62,6 +62,8 @@ def allocate_kv_cache(
         num_blocks=num_blocks,
         block_size=block_size,
         dtype_name=dtype_name,
+        pool=kv,
+        scale_pool=scales,
     )
 
 

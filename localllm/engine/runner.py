@@ -284,6 +284,9 @@ class ModelRunner:
         of each logits row (replayed graphs always do). ids_from ([>= decodes] int64, on the
         device): the input ids of a chainable step's decodes (its first items), one each, from
         the step before, still in flight (engine/overlap.py); their own token_ids are not read."""
+        for c in batch.kv_copies:  # prefix hits ending inside a block (block_manager)
+            for pool in self.kv.pools:
+                self.model.ops.copy_slots(pool, c.src, c.dst, c.num_tokens)
         graphs = self.graphs
         plan = graphs.plan(batch) if graphs is not None else None
         if graphs is not None and plan is not None:

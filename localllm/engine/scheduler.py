@@ -97,6 +97,7 @@ class Scheduler:
         if not batch.preempted:
             self._admit_waiting(budget, scheduled, batch)
         batch.items = list(scheduled.values())
+        batch.kv_copies = self.block_manager.take_copies()
         return batch
 
     def _start_long_share(self, decoding: bool, budget: int) -> None:
@@ -163,12 +164,12 @@ class Scheduler:
                 self.finish(seq, "length")
                 batch.finished.append(seq)
                 continue
-            computed = bm.get_computed_prefix(seq)
-            remaining = seq.num_tokens - len(computed) * bm.block_size
+            hit = bm.get_computed_prefix(seq)
+            remaining = seq.num_tokens - hit.num_tokens
             n = self._chunk(remaining, self._allowed(remaining, budget))
             if n < 1:
                 break  # only long prompts wait, and their share of this step is spent
-            if not bm.allocate(seq, n, computed):
+            if not bm.allocate(seq, n, hit):
                 break  # FCFS: nobody overtakes the head of the queue
             self.waiting.popleft()
             seq.status = SeqStatus.RUNNING
@@ -281,7 +282,7 @@ class Scheduler:
             seq.draft_ids = []
             if rejected:
                 bm.truncate(seq, seq.num_tokens)
-            bm.cache_full_blocks(seq)
+            bm.cache_computed(seq)
 
     @staticmethod
     def _check_accepted(item: ScheduledSeq, tokens: list[int]) -> None:

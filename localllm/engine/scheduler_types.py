@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from localllm.core import SequenceState
+from localllm.engine.block_manager import BlockCopy
 
 
 @dataclass
@@ -62,6 +63,8 @@ class ScheduledBatch:
     items: list[ScheduledSeq] = field(default_factory=list)  # decodes first, then prefill chunks
     preempted: list[SequenceState] = field(default_factory=list)  # moved back to waiting this step
     finished: list[SequenceState] = field(default_factory=list)  # ended by the scheduler ("length")
+    # prefix-cache hits ending inside a block: run before this step's forward (block_manager)
+    kv_copies: list[BlockCopy] = field(default_factory=list)
 
     @property
     def num_tokens(self) -> int:

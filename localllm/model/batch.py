@@ -39,3 +39,12 @@ class KVCache:
     num_blocks: int
     block_size: int
     dtype_name: str  # "fp32" | "fp16" | "bf16" | "int8" | "fp8"
+    # the one allocation the views above are taken from: [L, 2, num_blocks, n_kv_heads,
+    # block_size, head_dim], and its scales [L, 2, num_blocks, n_kv_heads, block_size]
+    pool: torch.Tensor
+    scale_pool: torch.Tensor | None
+
+    @property
+    def pools(self) -> list[torch.Tensor]:
+        """The allocations a block's slots live in (K/V, then their scales when quantized)."""
+        return [self.pool] if self.scale_pool is None else [self.pool, self.scale_pool]
