@@ -81,8 +81,11 @@ BLOCK_SIZES = (8, 16, 32, 64)
 # reads one page number per tile instead of one per token (kernels/attention `_tile_pages`):
 # H200, tg128 at 64 against 16 (BENCHMARKS.md, session 36) llama3-8b fp16 KV +0.5% / +0.4% /
 # +4.4% at depth 0 / 4,096 / 16,384, int8 +1.1% / +2.9% at 4,096 / 16,384; llama2-7b fp16
-# +1.3% / +3.6% / +3.7%, int8 +3.4% / +1.7%.
-DEFAULT_BLOCK_SIZE = 64
+# +1.3% / +3.6% / +3.7%, int8 +3.4% / +1.7%; H100 (session 41) llama3 +0.1% / -0.1% / +1.6%,
+# llama2 +0.9% / +2.7% / +1.4%, and a cold 4,000-token prompt's first token 4% sooner. The
+# default stays 16 until the turn after a cached prefix is measured at 64 with the one-launch
+# slot copy: with torch's copy (32 launches) that turn was 0.3-0.7 ms slower at 64 (session 41).
+DEFAULT_BLOCK_SIZE = 16
 # Tokens per prefix-cache key, whatever the block size (engine/block_manager.py): a hit that ends
 # inside a 64-token block copies that block's leading units into the sequence's own block, so a
 # turn after a cached prefix recomputes at most 15 tokens, not 63 (session 37: bench's 3,900 +
@@ -158,8 +161,8 @@ class EngineConfig:
     block_size: int = option(
         DEFAULT_BLOCK_SIZE,
         "--block-size",
-        "tokens per KV cache block (prefix-cache unit; 64: decode attention reads one page "
-        "per 64-token tile, faster at long contexts)",
+        "tokens per KV cache block (64: decode attention reads one page per 64-token tile, "
+        "faster at long contexts; the prefix cache reuses 16-token units either way)",
         choices=BLOCK_SIZES,
     )
     gpu_memory_utilization: float = option(

@@ -133,6 +133,7 @@ def test_dispatched_configs_compile_for_sm86_and_sm89(tmp_path: Path) -> None:
     assert {r["arch"] for r in rows} == {86, 89}
     kernels = {r["launch"].split()[0] for r in rows}
     assert {"_qmm_kernel", "_attn_kernel", "_dp4a_kernel", "_qlinear_kernel"} <= kernels
+    assert "_copy_slots_kernel" in kernels
     bad = [f"{r['profile']}: {r['launch']}: {r['violations']}" for r in rows if r["violations"]]
     assert not bad, "\n".join(bad)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -65,3 +65,17 @@ def test_gpu_copy_slots_past_2_31_elements() -> None:
     Ops("triton").copy_slots(pool, src, dst, 48)
     assert torch.equal(pool[:, :, dst, :, :48], pool[:, :, src, :, :48])
     assert not pool[:, :, dst, :, 48:].any()
+
+
+@needs_triton
+def test_copy_slots_from_and_to_block_one() -> None:
+    """Block ids are runtime values: 1 is not specialized into a constant (a compile error once:
+    `int` has no `.to`)."""
+    want, got = (
+        _pool((2, 2, 3, 2, 4, 8), torch.float16, 2),
+        _pool((2, 2, 3, 2, 4, 8), torch.float16, 2),
+    )
+    for src, dst in ((1, 0), (2, 1)):
+        REF.copy_slots(want, src, dst, 1)
+        Ops("triton").copy_slots(got, src, dst, 1)
+    assert torch.equal(got, want)

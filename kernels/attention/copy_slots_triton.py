@@ -19,7 +19,9 @@ from localllm.kernels.attention.copy_slots import check_copy_args
 BLOCK = 1024  # elements a program moves: 2 KB of fp16
 
 
-@triton.jit
+# block ids and lengths are runtime values: not specialized (a block id of 1 would otherwise
+# become a constant, and every new (src, dst, n) pattern a compile on the path to a first token)
+@triton.jit(do_not_specialize=["src", "dst", "n_elems"])
 def _copy_slots_kernel(P, src, dst, n_elems, H, stride_lk, stride_block, stride_head,
                        BLOCK: tl.constexpr):  # fmt: skip
     row = tl.program_id(0)  # (layer * 2 + K|V) * H + head

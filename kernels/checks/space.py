@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from localllm.config import BLOCK_SIZES
+from localllm.kernels.attention.copy_slots_triton import copy_slots_triton
 from localllm.kernels.attention.kv_dtypes import KV_DTYPES, KVDtype
 from localllm.kernels.attention.paged_triton import (
     kv_dot,
@@ -236,6 +237,9 @@ def _fused_cases(props: DeviceProps, m: ModelShape) -> Iterator[Case]:
         for kv in kv_dtypes(props):
             for fmts in _qkv_formats():
                 yield ("qkv", dtype, kv, fmts), functools.partial(_qkv_fused, m, dtype, kv, fmts)
+    for kv in kv_dtypes(props):
+        for bs in BLOCK_SIZES:
+            yield ("copy", kv, bs), functools.partial(_copy_slots, m, kv, bs)
 
 
 def _pointwise(m: ModelShape, dtype: torch.dtype, rows: int) -> None:
@@ -262,6 +266,18 @@ def _rope(m: ModelShape, dtype: torch.dtype, rows: int, kv: KVDtype) -> None:
                       _t(rows, m.n_kv, d, dtype=dtype), _t(rows, dtype=torch.int64),
                       _t(4096, d, dtype=torch.float32), interleaved, cache, cache, scale, scale,
                       _t(rows, dtype=torch.int64))  # fmt: skip
+
+
+def _copy_slots(m: ModelShape, kv: KVDtype, bs: int) -> None:
+    """A prefix hit ending inside a block: its leading slots copied (K/V, then the scales), in
+    a small pool and in one whose strides pass 2^31 elements (64-bit arguments)."""
+    for blocks in (64, 1 << 16):
+        pool = _t(32, 2, blocks, m.n_kv, bs, m.head_dim, dtype=kv.dtype)
+        scales = _t(32, 2, blocks, m.n_kv, bs, dtype=torch.float32)
+        for src, dst, n in ((1, 0, 1), (5, 7, bs - 1)):  # ids and lengths: not specialized
+            copy_slots_triton(pool, src, dst, n)
+            if kv.quantized:
+                copy_slots_triton(scales, src, dst, n)
 
 
 def _qkv_formats() -> list[tuple[str, str]]:

@@ -100,6 +100,9 @@ class ModelRunner:
             self.max_model_len,
         )
         self.max_blocks_per_seq = -(-self.max_model_len // self.block_size)
+        if self.kv.num_blocks > 1:  # load the slot copy's kernel now, not at the first hit
+            for pool in self.kv.pools:  # free blocks: their slots hold nothing yet
+                self.model.ops.copy_slots(pool, 0, 1, 1)
         self.graphs: GraphRunner | None = None
         if self.device.type == "cuda" and cfg.cuda_graphs:
             self._capture_graphs(progress)

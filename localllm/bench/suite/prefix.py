@@ -26,7 +26,7 @@ def run_prefix(ctx: Context) -> list[dict]:
         cached.append(w.usage.cached_tokens)
         ctx.progress.advance("prefix")
     c_ms, w_ms = spread([1000 * x for x in cold]), spread([1000 * x for x in warm])
-    block = eng.cfg.block_size
+    unit = eng.block_manager.unit  # tokens per prefix-cache key
     return [
         {
             "prefix_tokens": s.prefix_len,
@@ -37,7 +37,7 @@ def run_prefix(ctx: Context) -> list[dict]:
             "cold_samples_ms": c_ms["samples"],
             "warm_samples_ms": w_ms["samples"],
             "ratio": w_ms["mean"] / c_ms["mean"],
-            "cached_tokens": cached,  # per warm request: the full blocks of the system prompt
-            "cacheable_tokens": s.prefix_len // block * block,
+            "cached_tokens": cached,  # per warm request: the whole units of the system prompt
+            "cacheable_tokens": s.prefix_len // unit * unit,
         }
     ]
