@@ -297,27 +297,40 @@ def test_mixed_graphs_prefill_beside_decodes(testdata):
     assert min(agree) >= 32, agree
 
 
-def test_prefill_graph_for_short_prompts(testdata):
+@pytest.mark.parametrize("bs", [16, 64])
+def test_prefill_graph_for_short_prompts(testdata, bs):
     """A lone short prefill (here: a prompt whose prefix is cached) replays the prefill graph
-    and gives the same tokens as eager steps."""
+    and gives the same tokens as eager steps. At 64-token blocks the 288 cached tokens (18 units
+    of the 296 shared) end inside a block: its first 32 slots are copied (copy_slots) before
+    the forward."""
     path = testdata / "models" / "pycode-22m-q8_0.gguf"
     text = json.loads((testdata / "golden" / "pycode-22m_greedy_f32.json").read_text())[
         "heldout_text"
     ]
 
-    def run(graphs: bool) -> tuple[list[int], dict]:
-        eng = _engine(path, cuda_graphs=graphs)
+    def run(graphs: bool, cache: bool = True) -> tuple[list[int], dict]:
+        eng = _engine(path, cuda_graphs=graphs, block_size=bs, enable_prefix_caching=cache)
         ids = eng.encode_prompt(text)[:400]
         p = SamplingParams(max_tokens=32, temperature=0.0, ignore_eos=True)
         eng.generate([ids[:300]], p)  # fills the prefix cache
-        [out] = eng.generate([ids], p)  # 100-odd new tokens after a cache hit
+        rid = eng.add_request(ids[:296] + ids[300:], p)  # 108 new tokens after a cache hit
+        out, cached = [], -1
+        while eng.has_work():
+            for ev in eng.step():
+                if ev.request_id == rid:
+                    out += ev.token_ids
+                    cached = ev.usage.cached_tokens if ev.usage else cached
+        assert cached == (288 if cache else 0)  # at 64: 4 blocks shared and 32 slots copied
         return out, dict(eng.runner.graphs.replays) if eng.runner.graphs else {}
 
     eager, _ = run(False)
     graphed, replays = run(True)
-    print("graph replays:", replays, "agreeing tokens:", _first_divergence(graphed, eager))
+    uncached, _ = run(False, cache=False)  # the whole prompt computed: no copied slots
+    print("graph replays:", replays, "agreeing tokens:", _first_divergence(graphed, eager),
+          _first_divergence(eager, uncached))  # fmt: skip
     assert replays["prefill"] >= 1
     assert _first_divergence(graphed, eager) >= 24
+    assert _first_divergence(eager, uncached) >= 24
 
 
 @pytest.mark.parametrize("n_prompt", [200, 700])
