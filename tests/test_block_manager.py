@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from array import array
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -69,22 +68,30 @@ def test_prefix_never_covers_whole_sequence() -> None:
     assert bm.get_computed_prefix(longer).blocks == a.block_table[:2]
 
 
-def test_hit_needs_same_prefix_and_model() -> None:
-    bm = BlockManager(16, BS, model_id="m1")
-    assert run_prefill(bm, make_seq([1, 2, 3, 4, 5, 6, 7, 8, 9]))
-    # same second block, different first block: the chain key differs
-    assert bm.get_computed_prefix(make_seq([0, 2, 3, 4, 5, 6, 7, 8, 9])).num_tokens == 0
-    other = BlockManager(16, BS, model_id="m2")
-    block = array("q", (1, 2, 3, 4)).tobytes()
-    assert other._hash(other._root, block) != bm._hash(bm._root, block)
-
-
-def test_hit_compares_tokens_not_only_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hit_needs_the_same_whole_prefix() -> None:
     bm = BlockManager(16, BS)
-    monkeypatch.setattr(bm, "_hash", lambda parent, tokens: b"same key for every block")
-    assert run_prefill(bm, make_seq([1, 2, 3, 4, 5]))
-    assert bm.get_computed_prefix(make_seq([1, 2, 3, 9, 5])).num_tokens == 0
-    assert len(bm.get_computed_prefix(make_seq([1, 2, 3, 4, 5])).blocks) == 1
+    a = make_seq([1, 2, 3, 4, 5, 6, 7, 8, 9])
+    assert run_prefill(bm, a)
+    # same second block after a different first block: a unit is keyed by the prefix before it
+    assert bm.get_computed_prefix(make_seq([0, 2, 3, 4, 5, 6, 7, 8, 9])).num_tokens == 0
+    assert bm.get_computed_prefix(make_seq([1, 2, 3, 4, 5, 6, 7, 9, 9])).blocks == a.block_table[:1]
+    # the ids are compared as int64, not truncated: 2**40 + 1 is not 1
+    assert bm.get_computed_prefix(make_seq([2**40 + 1, 2, 3, 4, 5])).num_tokens == 0
+
+
+def test_units_after_an_evicted_unit_are_unreachable_then_dropped() -> None:
+    bm = BlockManager(3, BS)
+    a = make_seq(list(range(12)))  # 3 blocks, all cached
+    assert run_prefill(bm, a)
+    head = a.block_table[0]
+    bm.free(a)  # released tail first: the head is the most recent in the LRU
+    bm._lru.move_to_end(head, last=False)  # make the head the next victim
+    b = make_seq([50, 51])
+    assert bm.allocate(b, 2, PrefixHit.none())  # evicts the head block
+    assert bm.get_computed_prefix(make_seq(list(range(13)))).num_tokens == 0
+    assert bm.num_cached_blocks == 2  # its children stay until their own blocks go
+    bm.clear_cache()
+    assert bm.num_cached_blocks == 0 and not bm._index
 
 
 def test_disabled_prefix_caching_caches_nothing() -> None:
@@ -218,7 +225,7 @@ def test_hit_inside_a_block_copies_its_leading_units() -> None:
     b = make_seq(list(range(13)) + [99, 98])  # matches 8 + 4 tokens (12 is in an odd unit)
     hit = bm.get_computed_prefix(b)
     assert hit.blocks == a.block_table[:1] and hit.partial == a.block_table[1]
-    assert hit.num_tokens == 12 and len(hit.keys) == 6
+    assert hit.num_tokens == 12 and len(hit.nodes) == 6
     assert bm.allocate(b, 3, hit)
     assert b.num_computed == 12 and b.num_cached_prompt == 12
     assert b.block_table[0] == a.block_table[0] and b.block_table[1] != a.block_table[1]
@@ -296,7 +303,7 @@ class BlockManagerMachine(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.bm = BlockManager(NUM_BLOCKS, BS, model_id="m", cache_unit=self.UNIT)
+        self.bm = BlockManager(NUM_BLOCKS, BS, cache_unit=self.UNIT)
         self.seqs: list[SequenceState] = []
         self.kv: dict[int, list[int | None]] = {b: [None] * BS for b in range(NUM_BLOCKS)}
 

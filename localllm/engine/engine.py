@@ -122,7 +122,6 @@ class LLMEngine:
             self.runner.kv.num_blocks,
             cfg.block_size,
             cfg.enable_prefix_caching,
-            model_id=self.source.model_id,
             cache_unit=PREFIX_CACHE_UNIT,
         )
         self.scheduler = Scheduler(

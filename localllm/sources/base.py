@@ -37,4 +37,4 @@ class ModelSource:
     tensors: Tensors
     tokenizer: Tokenizer
     chat_template: ChatTemplate
-    model_id: str  # identity of these weights in prefix-cache keys
+    model_id: str  # identity of these weights (the speculative verify price's cache key)
