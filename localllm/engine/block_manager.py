@@ -1,4 +1,4 @@
-"""KV block ids, reference counts, a hash-chained prefix cache and LRU eviction. Pure Python.
+"""KV block ids, reference counts, a prefix cache (a trie of token units), LRU eviction. Pure Python.
 
 Every block of the paged KV pool is in exactly one of three states:
   used       ref_count > 0 (in one or more block tables; > 1 only for shared cached blocks)
@@ -12,11 +12,11 @@ token ids as int64 little-endian bytes) to (the unit's node, block, u), where th
 0..u hold the last u + 1 units of the prefix. A node therefore names one whole token prefix up
 to the end of its unit; the root (node 0) is the empty prefix of this pool's model. A hit
 compares the token ids themselves (dict keys), so it is exact without a hash to trust, and a
-lookup costs a dict probe per unit instead of a sha256 (a 3,900-token prompt's lookup: ~70 us
-against ~200-370 us here, session 41). Node ids are never reused: the units cached after a unit
-that is evicted are no longer reachable, and go when their own blocks are evicted. Only units
-of computed tokens are cached; a cached unit is read-only (its owner may still append past it:
-`writable_from`).
+lookup costs a dict probe per unit, not a sha256 (BENCHMARKS.md, session 41: the lookup of a
+3,900 + 100-token turn 463-752 -> 206-235 us on the sandbox's CPU). Node ids are never reused:
+the units cached after a unit that is evicted are no longer reachable, and go when their own
+blocks are evicted. Only units of computed tokens are cached; a cached unit is read-only (its
+owner may still append past it: `writable_from`).
 
 Hits. A prompt shares every whole block of its cached prefix by reference. When its cached prefix
 ends inside a block (it matched that block's first units only), it cannot share that block (it
