@@ -13,8 +13,13 @@ and every config (weight rows per program, groups per K step, K splits, stages, 
 programs fill at least --fill of their waves, given programs per SM by shared memory
 (`mm_smem`), with at least --min-steps K steps per program.
 
+With --streamk it lists instead the dispatch's config and its stream-K form
+(`kernels/linear/qmm_streamk_triton.py`: as many programs as fit on the SMs at once, sharing the
+tiles' K steps), the same tile and pipeline.
+
 Usage: python3 scripts/wave_fill_configs.py OUT.jsonl [--ts 100,128] [--sms 132]
            [--smem 232448] [--arch 90] [--fill 0.9] [--min-steps 4] [--shapes 6144x4096,...]
+           [--streamk]
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+from dataclasses import replace
 
 import triton
 
@@ -62,6 +68,12 @@ def candidates(fmt: str, n: int, k: int, t: int, sms: int, smem: int, arch: int,
     return [heur] + [c for _, c in found]
 
 
+def streamk(fmt: str, n: int, k: int, t: int, sms: int, smem: int, arch: int) -> list[MMConfig]:
+    """The dispatch's config, then its stream-K form: one program per resident slot."""
+    heur = mm_config(fmt, n, k, t, sms, smem, arch)
+    return [heur, replace(heur, split=1, streamk=_per_sm(fmt, heur, smem, arch) * sms)]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
@@ -72,6 +84,7 @@ def main() -> None:
     ap.add_argument("--fill", type=float, default=0.9)
     ap.add_argument("--min-steps", type=int, default=4)
     ap.add_argument("--shapes", default="", help="only these NxK (comma list)")
+    ap.add_argument("--streamk", action="store_true", help="the stream-K forms instead")
     a = ap.parse_args()
     rows = 0
     with open(a.out, "w") as f:
@@ -79,12 +92,15 @@ def main() -> None:
             if a.shapes and f"{n}x{k}" not in a.shapes.split(","):
                 continue
             for t in map(int, a.ts.split(",")):
-                cfgs = candidates(fmt, n, k, t, a.sms, a.smem, a.arch, a.fill, a.min_steps)
+                if a.streamk:
+                    cfgs = streamk(fmt, n, k, t, a.sms, a.smem, a.arch)
+                else:
+                    cfgs = candidates(fmt, n, k, t, a.sms, a.smem, a.arch, a.fill, a.min_steps)
                 heur = cfgs[0]
                 progs = triton.cdiv(n, heur.bn) * heur.split
                 print(f"{fmt} {n}x{k} T={t}: dispatch {progs} programs, fill "
                       f"{fill(progs, _per_sm(fmt, heur, a.smem, a.arch), a.sms):.0%}; "
-                      f"{len(cfgs) - 1} wave-filling configs")  # fmt: skip
+                      f"{len(cfgs) - 1} {'stream-K' if a.streamk else 'wave-filling'} configs")  # fmt: skip
                 for c in cfgs:
                     f.write(json.dumps({"fmt": fmt, "n": n, "k": k, "t": t, "cfg": c.__dict__}))
                     f.write("\n")

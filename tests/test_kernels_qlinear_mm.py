@@ -4,6 +4,8 @@ batch tails. On CPU under TRITON_INTERPRET=1; on the GPU over 7-8B shapes."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 from gguf import GGMLQuantizationType as QT
@@ -26,6 +28,11 @@ CONFIGS = [
     mm.MMConfig(64, 64, 4, split=4, swap=True, stages=4, prefetch=True),  # 33..64-row split-K tile
     mm.MMConfig(128, 64, 8, split=2, warps=8, swap=True, ahead=True),  # next tile decoded ahead
     mm.MMConfig(16, 32, 4, split=3, ahead=True),  # uneven splits, x as the A operand
+    # stream-K: 2 x 2 tiles x 8 K steps over 5 programs (segments of 7, 6 and 1 step, tiles
+    # shared by 2-3 programs), over 3 (one program holds a whole tile), and one per tile
+    mm.MMConfig(16, 32, 4, swap=True, streamk=5),
+    mm.MMConfig(16, 32, 4, streamk=3),
+    mm.MMConfig(32, 64, 8, swap=True, streamk=2),
 ]
 
 
@@ -33,7 +40,12 @@ CONFIGS = [
 @pytest.mark.parametrize(
     "cfg",
     CONFIGS,
-    ids=lambda c: f"bm{c.bm}-bn{c.bn}-ng{c.ng}-s{c.split}" + "-pf" * c.prefetch + "-ah" * c.ahead,
+    ids=lambda c: (
+        f"bm{c.bm}-bn{c.bn}-ng{c.ng}-s{c.split}"
+        + "-pf" * c.prefetch
+        + "-ah" * c.ahead
+        + f"-sk{c.streamk}" * bool(c.streamk)
+    ),
 )
 def test_qmm_matches_reference(qtype: QT, cfg: mm.MMConfig) -> None:
     fmt = KERNEL_QTYPES[qtype]
@@ -164,6 +176,31 @@ def test_qmm_widens_configs_that_spill(monkeypatch, roomier_spills: bool) -> Non
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("qtype", list(KERNEL_QTYPES), ids=lambda q: q.name)
+@pytest.mark.parametrize("t", [64, 100])
+def test_gpu_qmm_streamk_matches_reference(qtype: QT, t: int) -> None:
+    """The stream-K form of the dispatch's config (one program per resident slot, as
+    `scripts/wave_fill_configs.py --streamk` times it) on a 7-8B shape, twice in a row: the
+    workspace and counters it leaves are zero for the next launch."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    fmt = KERNEL_QTYPES[qtype]
+    n, k = 6144, 4096
+    w = pack_weight(random_raw(qtype, n, k, seed=t, scale=0.002), "cuda")
+    x = torch.randn(t, k, device="cuda").half()
+    ref = x.float() @ dequantize_weight(w).t()
+    props = device_props(x.device)
+    cfg = mm.mm_config(fmt, n, k, t, props.sm_count, props.smem_per_block, props.arch)
+    programs = mm._per_sm(fmt, cfg, props.smem_per_block, props.arch) * props.sm_count
+    cfg = replace(cfg, split=1, streamk=programs)
+    for _ in range(2):
+        out = mm.qmm_launch(x, [w.tensors[p] for p in kernel_facts(fmt).planes], fmt, n, None, cfg)
+        torch.testing.assert_close(out.float(), ref, rtol=1e-2, atol=3e-3 * ref.abs().max().item())
+    assert all(int(b.abs().sum()) == 0 for b in mm._WORKSPACE.buffers())
+    assert all(int(b.abs().sum()) == 0 for b in mm._COUNTERS.buffers())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("qtype", list(KERNEL_QTYPES), ids=lambda q: q.name)
 @pytest.mark.parametrize("t", [2, 8, 32, 64, 100, 128])
 def test_gpu_qmm_matches_reference(qtype: QT, t: int) -> None:
     if not torch.cuda.is_available():
@@ -184,10 +221,10 @@ def test_split_k_leaves_its_workspace_zeroed() -> None:
     and zeroes again: repeated calls of different shapes agree with the reference, and the
     workspace and tile counters are all zero afterwards (CUDA graphs replay on them as is)."""
     dev = "cuda" if torch.cuda.is_available() else "cpu"
-    for n, t, split in ((48, 19, 3), (80, 5, 2), (48, 19, 3)):
+    for n, t, split, streamk in ((48, 19, 3, 0), (80, 5, 2, 0), (48, 19, 3, 0), (80, 19, 1, 4)):
         w = pack_weight(random_raw(QT.Q4_K, n, 512, seed=n), dev)
         x = torch.randn(t, 512, generator=torch.Generator().manual_seed(t)).to(dev)
-        cfg = mm.MMConfig(16, 32, 8, split=split, swap=True)
+        cfg = mm.MMConfig(16, 32, 8, split=split, swap=True, streamk=streamk)
         out = mm.qmm_launch(
             x, [w.tensors[p] for p in kernel_facts("q4_k").planes], "q4_k", n, None, cfg
         )

@@ -49,3 +49,11 @@ def test_writes_probe_qmm_config_lines(tmp_path: Path) -> None:
         ("q4_0", 22016, 4096, 100)
     }
     assert [MMConfig(**r["cfg"]) for r in rows][0] == mm_config("q4_0", 22016, 4096, 100, *H200)
+
+
+def test_streamk_forms_keep_the_dispatchs_tile() -> None:
+    heur, sk = wf.streamk("q4_k", 6144, 4096, 100, *H200)
+    assert heur == mm_config("q4_k", 6144, 4096, 100, *H200)
+    assert (sk.bm, sk.bn, sk.ng, sk.stages, sk.warps) == (heur.bm, heur.bn, heur.ng, heur.stages,
+                                                          heur.warps)  # fmt: skip
+    assert sk.split == 1 and sk.streamk == _per_sm("q4_k", heur, H200[1], 90) * 132 == 132

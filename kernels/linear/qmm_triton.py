@@ -26,6 +26,8 @@ at 32 rows (+20% to +98%) and on most shapes at 64-128 (Q4_K 28672x4096 at 100 r
 125.3 us; with it the 128 x 64 tiles of 100-128 rows fit only 2 stages), and wins clearly only
 on Q4_0 4096x11008 (llama2-7b's down projection) at 64-128 rows, -10% to -12% (elsewhere at
 most -6%). No dispatch picks it.
+With `MMConfig.streamk` the launch runs `qmm_streamk_triton.py` instead: that many programs
+share the (tile, K step) work, so no wave is left part-empty (no dispatch picks it yet).
 Q5_K, Q8_0, bf16/fp32 activations and the interpreter use the plain fp32 decode. The
 format-specific parts (plane pointers, loads, the decode) are each format's `mm_ptrs`,
 `mm_load`, `mm_advance`, `mm_deq` (`kernels/quant/q*_triton.py`, built on
@@ -169,6 +171,7 @@ class MMConfig:
     swap: bool = False  # weights as the A operand of the MMA (out^T = W x^T)
     prefetch: bool = False  # scales of the next K step loaded into registers a step ahead
     ahead: bool = False  # the next K step's weight tile decoded beside this step's MMA
+    streamk: int = 0  # > 0: this many programs share the (tile, K step) work (qmm_streamk_triton)
 
 
 def _largest_ng(ng: int, groups: int) -> int:
@@ -443,6 +446,10 @@ def kernel_constexprs(fmt: str, cfg: MMConfig, ng: int, atomic: bool, has_bias: 
 
 def _launch(x, planes, fmt, n, bias, cfg: MMConfig) -> tuple[torch.Tensor, object]:
     """(the output, the compiled kernel Triton launched)."""
+    if cfg.streamk:
+        from localllm.kernels.linear.qmm_streamk_triton import streamk_launch
+
+        return streamk_launch(x, planes, fmt, n, bias, cfg)
     t, k = x.shape
     groups = k // 32
     ng, per_split, split = split_groups(fmt, cfg.ng, cfg.split, groups)
