@@ -46,58 +46,61 @@ def _qmm_streamk_kernel(
     PTRS: tl.constexpr, LOAD: tl.constexpr, ADVANCE: tl.constexpr, DEQ: tl.constexpr,
     BM: tl.constexpr, BN: tl.constexpr, NG: tl.constexpr,
     HAS_BIAS: tl.constexpr, ATOMIC: tl.constexpr, PREC: tl.constexpr, SWAP: tl.constexpr,
-    EMU: tl.constexpr, STAGES: tl.constexpr, PREFETCH: tl.constexpr = False,
+    EMU: tl.constexpr, STAGES: tl.constexpr, SEGS: tl.constexpr, PREFETCH: tl.constexpr = False,
     AHEAD: tl.constexpr = False, PDL: tl.constexpr = False,
 ):  # fmt: skip
     """out [T, N] = x [T, K] @ W^T (+ bias), K = 32 G: program p runs iterations
     [p per_prog, (p + 1) per_prog) of `total` = tiles x n_steps, iteration i being K step
     i % n_steps of tile i // n_steps; tile = n * tiles_m + m (the M blocks of one weight tile
     are neighbours, as in `_qmm_kernel`'s grid). ws: the zeroed fp32 workspace [T, N]; cnt: a
-    zeroed int32 counter per tile. ATOMIC, PREFETCH, AHEAD: unused (`kernel_constexprs`)."""
+    zeroed int32 counter per tile. SEGS: the most tiles a program's range can touch
+    (cdiv(per_prog, n_steps) + 1), its segments unrolled. ATOMIC, PREFETCH, AHEAD: unused
+    (`kernel_constexprs`)."""
     pdl_enter(PDL)
     it = tl.program_id(0) * per_prog
     end = tl.minimum(it + per_prog, total)
-    while it < end:
-        tile = it // n_steps
-        k0 = it % n_steps
-        k1 = tl.minimum(n_steps, k0 + end - it)
-        pid_m = tile % tiles_m
-        pid_n = tile // tiles_m
-        offs_n = pid_n * BN + tl.arange(0, BN)  # [BN]
-        mask_n = offs_n < N
-        rows = (offs_n % N).to(tl.int64)  # clamped rows: weight loads need no mask
-        offs_m = pid_m * BM + tl.arange(0, BM)  # [BM]
-        mask_m = offs_m < T
-        g_lo = k0 * NG
-        if SWAP:
-            acc = tl.zeros([BN, BM], dtype=tl.float32)
-        else:
-            acc = tl.zeros([BM, BN], dtype=tl.float32)
-        wp, hp, sp, dp, mp = PTRS(p0, p1, p2, p3, p4, rows, g_lo, G, NG)
-        xp = x_ptr + offs_m.to(tl.int64)[:, None] * stride_xm
-        xp += (g_lo * 32 + tl.arange(0, NG * 32))[None, :]  # [BM, NG * 32]
-        for _ in tl.range(k1 - k0, num_stages=STAGES):
-            x = tl.load(xp, mask=mask_m[:, None], other=0.0)  # [BM, NG * 32]
-            wd, hi, s, d, m = LOAD(wp, hp, sp, dp, mp)
-            acc = _step(DEQ, acc, x, wd, hi, s, d, m, EMU, PREC, SWAP)
-            wp, hp, sp, dp, mp = ADVANCE(wp, hp, sp, dp, mp, NG)
-            xp += NG * 32
-        if SWAP:
-            acc = tl.trans(acc)  # [BM, BN]
-        om = offs_m[:, None] * stride_om + offs_n[None, :]
-        omask = mask_m[:, None] & mask_n[None, :]
-        if (k0 == 0) & (k1 == n_steps):  # the whole tile: stored as it is
-            _write_out(acc, out_ptr + om, omask, bias_ptr, offs_n, mask_n, k0, HAS_BIAS, False)
-        else:  # a part: into the workspace; the part that completes the tile converts it
-            _write_out(acc, ws_ptr + om, omask, bias_ptr, offs_n, mask_n, k0, HAS_BIAS, True)
-            tl.debug_barrier()
-            cnt = cnt_ptr + tile
-            if tl.atomic_add(cnt, k1 - k0, sem="acq_rel", scope="gpu") + k1 - k0 == n_steps:
-                part = tl.load(ws_ptr + om, mask=omask, other=0.0, cache_modifier=".cg")
-                tl.store(out_ptr + om, part.to(out_ptr.dtype.element_ty), mask=omask)
-                tl.store(ws_ptr + om, tl.zeros_like(part), mask=omask)
-                tl.atomic_xchg(cnt, 0)
-        it += k1 - k0
+    for _seg in tl.static_range(SEGS):  # unrolled: a loop here costs 232-336 B of spills (3.9)
+        if it < end:
+            tile = it // n_steps
+            k0 = it % n_steps
+            k1 = tl.minimum(n_steps, k0 + end - it)
+            pid_m = tile % tiles_m
+            pid_n = tile // tiles_m
+            offs_n = pid_n * BN + tl.arange(0, BN)  # [BN]
+            mask_n = offs_n < N
+            rows = (offs_n % N).to(tl.int64)  # clamped rows: weight loads need no mask
+            offs_m = pid_m * BM + tl.arange(0, BM)  # [BM]
+            mask_m = offs_m < T
+            g_lo = k0 * NG
+            if SWAP:
+                acc = tl.zeros([BN, BM], dtype=tl.float32)
+            else:
+                acc = tl.zeros([BM, BN], dtype=tl.float32)
+            wp, hp, sp, dp, mp = PTRS(p0, p1, p2, p3, p4, rows, g_lo, G, NG)
+            xp = x_ptr + offs_m.to(tl.int64)[:, None] * stride_xm
+            xp += (g_lo * 32 + tl.arange(0, NG * 32))[None, :]  # [BM, NG * 32]
+            for _ in tl.range(k1 - k0, num_stages=STAGES):
+                x = tl.load(xp, mask=mask_m[:, None], other=0.0)  # [BM, NG * 32]
+                wd, hi, s, d, m = LOAD(wp, hp, sp, dp, mp)
+                acc = _step(DEQ, acc, x, wd, hi, s, d, m, EMU, PREC, SWAP)
+                wp, hp, sp, dp, mp = ADVANCE(wp, hp, sp, dp, mp, NG)
+                xp += NG * 32
+            if SWAP:
+                acc = tl.trans(acc)  # [BM, BN]
+            om = offs_m[:, None] * stride_om + offs_n[None, :]
+            omask = mask_m[:, None] & mask_n[None, :]
+            if (k0 == 0) & (k1 == n_steps):  # the whole tile: stored as it is
+                _write_out(acc, out_ptr + om, omask, bias_ptr, offs_n, mask_n, k0, HAS_BIAS, False)
+            else:  # a part: into the workspace; the part that completes the tile converts it
+                _write_out(acc, ws_ptr + om, omask, bias_ptr, offs_n, mask_n, k0, HAS_BIAS, True)
+                tl.debug_barrier()
+                cnt = cnt_ptr + tile
+                if tl.atomic_add(cnt, k1 - k0, sem="acq_rel", scope="gpu") + k1 - k0 == n_steps:
+                    part = tl.load(ws_ptr + om, mask=omask, other=0.0, cache_modifier=".cg")
+                    tl.store(out_ptr + om, part.to(out_ptr.dtype.element_ty), mask=omask)
+                    tl.store(ws_ptr + om, tl.zeros_like(part), mask=omask)
+                    tl.atomic_xchg(cnt, 0)
+            it += k1 - k0
 
 
 def streamk_launch(x, planes, fmt, n, bias, cfg: MMConfig) -> tuple[torch.Tensor, object]:
@@ -119,6 +122,6 @@ def streamk_launch(x, planes, fmt, n, bias, cfg: MMConfig) -> tuple[torch.Tensor
         x, ws, bias if bias is not None else ws, *plane_args(planes), out, cnt,
         t, n, groups, x.stride(0), ws.stride(0), n_steps, per_prog, total, tiles_m,
         **kernel_constexprs(fmt, cfg, ng, True, bias is not None, x.dtype),
-        num_warps=cfg.warps, **pdl_args(x.device),
+        SEGS=triton.cdiv(per_prog, n_steps) + 1, num_warps=cfg.warps, **pdl_args(x.device),
     )  # fmt: skip
     return out, kernel
