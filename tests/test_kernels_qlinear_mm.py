@@ -174,13 +174,9 @@ def test_qmm_widens_configs_that_spill(monkeypatch, roomier_spills: bool) -> Non
     assert not mm._spills(None) and not mm._spills(_Compiled(None))
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("qtype", list(KERNEL_QTYPES), ids=lambda q: q.name)
-@pytest.mark.parametrize("t", [64, 100])
-def test_gpu_qmm_streamk_matches_reference(qtype: QT, t: int) -> None:
-    """The stream-K form of the dispatch's config (one program per resident slot, as
-    `scripts/wave_fill_configs.py --streamk` times it) on a 7-8B shape, twice in a row: the
-    workspace and counters it leaves are zero for the next launch."""
+def _gpu_case(qtype: QT, t: int) -> tuple:
+    """(format, weight, x [t, 4096] fp16, the fp32 reference, the dispatch's config, GPU) of a
+    7-8B shape (6144 x 4096) on the GPU."""
     if not torch.cuda.is_available():
         pytest.skip("needs CUDA")
     fmt = KERNEL_QTYPES[qtype]
@@ -190,10 +186,22 @@ def test_gpu_qmm_streamk_matches_reference(qtype: QT, t: int) -> None:
     ref = x.float() @ dequantize_weight(w).t()
     props = device_props(x.device)
     cfg = mm.mm_config(fmt, n, k, t, props.sm_count, props.smem_per_block, props.arch)
+    return fmt, w, x, ref, cfg, props
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("qtype", list(KERNEL_QTYPES), ids=lambda q: q.name)
+@pytest.mark.parametrize("t", [64, 100])
+def test_gpu_qmm_streamk_matches_reference(qtype: QT, t: int) -> None:
+    """The stream-K form of the dispatch's config (one program per resident slot, as
+    `scripts/wave_fill_configs.py --streamk` times it) on a 7-8B shape, twice in a row: the
+    workspace and counters it leaves are zero for the next launch."""
+    fmt, w, x, ref, cfg, props = _gpu_case(qtype, t)
     programs = mm._per_sm(fmt, cfg, props.smem_per_block, props.arch) * props.sm_count
     cfg = replace(cfg, split=1, streamk=programs)
     for _ in range(2):
-        out = mm.qmm_launch(x, [w.tensors[p] for p in kernel_facts(fmt).planes], fmt, n, None, cfg)
+        out = mm.qmm_launch(x, [w.tensors[p] for p in kernel_facts(fmt).planes], fmt, 6144, None,
+                            cfg)  # fmt: skip
         torch.testing.assert_close(out.float(), ref, rtol=1e-2, atol=3e-3 * ref.abs().max().item())
     assert all(int(b.abs().sum()) == 0 for b in mm._WORKSPACE.buffers())
     assert all(int(b.abs().sum()) == 0 for b in mm._COUNTERS.buffers())
@@ -203,16 +211,8 @@ def test_gpu_qmm_streamk_matches_reference(qtype: QT, t: int) -> None:
 @pytest.mark.parametrize("qtype", list(KERNEL_QTYPES), ids=lambda q: q.name)
 @pytest.mark.parametrize("t", [2, 8, 32, 64, 100, 128])
 def test_gpu_qmm_matches_reference(qtype: QT, t: int) -> None:
-    if not torch.cuda.is_available():
-        pytest.skip("needs CUDA")
-    fmt = KERNEL_QTYPES[qtype]
-    n, k = 6144, 4096
-    w = pack_weight(random_raw(qtype, n, k, seed=t, scale=0.002), "cuda")
-    x = torch.randn(t, k, device="cuda").half()
-    ref = x.float() @ dequantize_weight(w).t()
-    props = device_props(x.device)
-    cfg = mm.mm_config(fmt, n, k, t, props.sm_count, props.smem_per_block, props.arch)
-    out = mm.qmm_launch(x, [w.tensors[p] for p in kernel_facts(fmt).planes], fmt, n, None, cfg)
+    fmt, w, x, ref, cfg, _ = _gpu_case(qtype, t)
+    out = mm.qmm_launch(x, [w.tensors[p] for p in kernel_facts(fmt).planes], fmt, 6144, None, cfg)
     torch.testing.assert_close(out.float(), ref, rtol=1e-2, atol=3e-3 * ref.abs().max().item())
 
 

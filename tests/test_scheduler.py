@@ -348,31 +348,29 @@ def test_update_rejects_tokens_that_contradict_drafts() -> None:
         sched.update(batch, {s.seq_id: [5, 4, 1]})
 
 
-def test_prefix_cache_hit_on_shared_prompt() -> None:
-    sched = make()
-    shared = prompt_of(13)
-    a = make_seq(shared + [1], max_tokens=3, rid="a")
-    sched.add(a)
+def _after_shared_prompt(unit: int, shared: list[int]) -> tuple[Scheduler, FakeEngine, SequenceState, ScheduledBatch]:  # fmt: skip
+    """Run a prompt of `shared` + 1 token to the end, then admit `shared` + 2 other tokens:
+    (the scheduler, its engine, the second sequence, the step that admitted it)."""
+    sched = make(unit=unit)
+    sched.add(make_seq(shared + [1], max_tokens=3, rid="a"))
     eng = FakeEngine(sched)
     eng.run()
     b = make_seq(shared + [2, 3], max_tokens=3, rid="b")
     sched.add(b)
-    batch = eng.step()
+    return sched, eng, b, eng.step()
+
+
+def test_prefix_cache_hit_on_shared_prompt() -> None:
+    shared = prompt_of(13)
+    _, eng, b, batch = _after_shared_prompt(BS, shared)
     assert b.num_cached_prompt == 12 and batch.items[0].start == 12
     eng.run()
     assert b.token_ids == reference(shared + [2, 3], 3)
 
 
 def test_prefix_hit_inside_a_block_is_copied_before_the_forward() -> None:
-    sched = make(unit=1)  # one-token keys: a hit may end anywhere in a four-token block
-    shared = prompt_of(14)
-    a = make_seq(shared + [1], max_tokens=3, rid="a")
-    sched.add(a)
-    eng = FakeEngine(sched)
-    eng.run()
-    b = make_seq(shared + [2, 3], max_tokens=3, rid="b")
-    sched.add(b)
-    batch = eng.step()
+    shared = prompt_of(14)  # one-token keys: a hit may end anywhere in a four-token block
+    sched, eng, b, batch = _after_shared_prompt(1, shared)
     assert b.num_cached_prompt == 14 and batch.items[0].start == 14
     assert [(c.dst, c.num_tokens) for c in batch.kv_copies] == [(b.block_table[3], 2)]
     assert eng.step().kv_copies == []

@@ -32,7 +32,9 @@ from localllm.kernels.linear.qmm_triton import (
     _COUNTERS,
     _WORKSPACE,
     MMConfig,
+    _finish_tile,
     _step,
+    _tile_rows,
     kernel_constexprs,
     split_groups,
 )
@@ -64,13 +66,8 @@ def _qmm_streamk_kernel(
             tile = it // n_steps
             k0 = it % n_steps
             k1 = tl.minimum(n_steps, k0 + end - it)
-            pid_m = tile % tiles_m
-            pid_n = tile // tiles_m
-            offs_n = pid_n * BN + tl.arange(0, BN)  # [BN]
-            mask_n = offs_n < N
-            rows = (offs_n % N).to(tl.int64)  # clamped rows: weight loads need no mask
-            offs_m = pid_m * BM + tl.arange(0, BM)  # [BM]
-            mask_m = offs_m < T
+            offs_n, mask_n, rows, offs_m, mask_m = _tile_rows(tile // tiles_m, tile % tiles_m, N,
+                                                              T, BN, BM)  # fmt: skip
             g_lo = k0 * NG
             if SWAP:
                 acc = tl.zeros([BN, BM], dtype=tl.float32)
@@ -93,13 +90,8 @@ def _qmm_streamk_kernel(
                 _write_out(acc, out_ptr + om, omask, bias_ptr, offs_n, mask_n, k0, HAS_BIAS, False)
             else:  # a part: into the workspace; the part that completes the tile converts it
                 _write_out(acc, ws_ptr + om, omask, bias_ptr, offs_n, mask_n, k0, HAS_BIAS, True)
-                tl.debug_barrier()
-                cnt = cnt_ptr + tile
-                if tl.atomic_add(cnt, k1 - k0, sem="acq_rel", scope="gpu") + k1 - k0 == n_steps:
-                    part = tl.load(ws_ptr + om, mask=omask, other=0.0, cache_modifier=".cg")
-                    tl.store(out_ptr + om, part.to(out_ptr.dtype.element_ty), mask=omask)
-                    tl.store(ws_ptr + om, tl.zeros_like(part), mask=omask)
-                    tl.atomic_xchg(cnt, 0)
+                _finish_tile(ws_ptr + om, out_ptr, offs_m, offs_n, stride_om, omask, cnt_ptr + tile,
+                             k1 - k0, n_steps - (k1 - k0))  # fmt: skip
             it += k1 - k0
 
 

@@ -76,6 +76,32 @@ def _dot(acc, x, wt, PREC: tl.constexpr, SWAP: tl.constexpr):
 
 
 @triton.jit
+def _tile_rows(pid_n, pid_m, N, T, BN: tl.constexpr, BM: tl.constexpr):
+    """Output tile (pid_n, pid_m)'s weight rows and x rows: offs_n [BN], its mask, the rows
+    clamped into the weight (int64: weight loads need no mask), offs_m [BM], its mask."""
+    offs_n = pid_n * BN + tl.arange(0, BN)
+    mask_n = offs_n < N
+    rows = (offs_n % N).to(tl.int64)
+    offs_m = pid_m * BM + tl.arange(0, BM)
+    return offs_n, mask_n, rows, offs_m, offs_m < T
+
+
+@triton.jit
+def _finish_tile(ws_ptrs, out_ptr, offs_m, offs_n, stride_om, omask, cnt, add, last):
+    """After a program's part of a tile went into the zeroed fp32 workspace (ws_ptrs): add
+    `add` to the tile's counter (release ours, acquire the others'); the program that finds
+    `last` there completes the tile: it stores it to out [T, N] (row stride stride_om) in
+    out's dtype and zeroes the workspace tile and the counter again."""
+    tl.debug_barrier()
+    if tl.atomic_add(cnt, add, sem="acq_rel", scope="gpu") == last:
+        tile = tl.load(ws_ptrs, mask=omask, other=0.0, cache_modifier=".cg")
+        tl.store(out_ptr + offs_m[:, None] * stride_om + offs_n[None, :],
+                 tile.to(out_ptr.dtype.element_ty), mask=omask)  # fmt: skip
+        tl.store(ws_ptrs, tl.zeros_like(tile), mask=omask)
+        tl.atomic_xchg(cnt, 0)
+
+
+@triton.jit
 def _qmm_kernel(
     x_ptr, out_ptr, bias_ptr, p0, p1, p2, p3, p4, res_ptr, cnt_ptr,
     T, N, G, stride_xm, stride_om, groups_per_split,
@@ -96,11 +122,7 @@ def _qmm_kernel(
     pid_m = tl.program_id(0)  # M blocks of one weight tile run side by side: it is read from
     pid_n = tl.program_id(1)  # memory once and from L2 by the others
     pid_k = tl.program_id(2)
-    offs_n = pid_n * BN + tl.arange(0, BN)  # [BN]
-    mask_n = offs_n < N
-    rows = (offs_n % N).to(tl.int64)  # clamped rows: weight loads need no mask
-    offs_m = pid_m * BM + tl.arange(0, BM)  # [BM]
-    mask_m = offs_m < T
+    offs_n, mask_n, rows, offs_m, mask_m = _tile_rows(pid_n, pid_m, N, T, BN, BM)
     xrow = x_ptr + offs_m.to(tl.int64)[:, None] * stride_xm  # [BM, 1]
     g_lo = pid_k * groups_per_split
     g_hi = tl.minimum(g_lo + groups_per_split, G)
@@ -149,15 +171,9 @@ def _qmm_kernel(
     optrs = out_ptr + offs_m[:, None] * stride_om + offs_n[None, :]
     omask = mask_m[:, None] & mask_n[None, :]
     _write_out(acc, optrs, omask, bias_ptr, offs_n, mask_n, pid_k, HAS_BIAS, ATOMIC)
-    if ATOMIC:  # the last split of this tile converts it (release ours, acquire the others')
-        tl.debug_barrier()
-        cnt = cnt_ptr + pid_m * tl.num_programs(1) + pid_n
-        if tl.atomic_add(cnt, 1, sem="acq_rel", scope="gpu") == tl.num_programs(2) - 1:
-            tile = tl.load(optrs, mask=omask, other=0.0, cache_modifier=".cg")
-            tl.store(res_ptr + offs_m[:, None] * stride_om + offs_n[None, :],
-                     tile.to(res_ptr.dtype.element_ty), mask=omask)  # fmt: skip
-            tl.store(optrs, tl.zeros_like(tile), mask=omask)
-            tl.atomic_xchg(cnt, 0)
+    if ATOMIC:  # the last split of this tile converts it
+        _finish_tile(optrs, res_ptr, offs_m, offs_n, stride_om, omask,
+                     cnt_ptr + pid_m * tl.num_programs(1) + pid_n, 1, tl.num_programs(2) - 1)  # fmt: skip
 
 
 @dataclass(frozen=True)

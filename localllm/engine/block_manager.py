@@ -62,6 +62,11 @@ class PrefixHit:
     def none(cls) -> PrefixHit:
         return cls([], 0)
 
+    @property
+    def held(self) -> list[int]:
+        """The cached blocks the hit takes a reference to: its blocks, then its partial one."""
+        return self.blocks if self.partial is None else [*self.blocks, self.partial]
+
 
 @dataclass(frozen=True)
 class BlockCopy:
@@ -93,6 +98,8 @@ class BlockManager:
         self.num_blocks = num_blocks
         self.block_size = block_size
         self.units_per_block = block_size // self.unit
+        # a hit can end inside a block, so admissions may hand out copies (take_copies)
+        self.copies_slots = enable_prefix_caching and self.units_per_block > 1
         self.enable_prefix_caching = enable_prefix_caching
         self._ref = [0] * num_blocks  # per block id
         self._keys: list[dict[int, Key] | None] = [None] * num_blocks  # unit -> its index key
@@ -237,8 +244,7 @@ class BlockManager:
     def _check_admission(self, seq: SequenceState, hit: PrefixHit) -> None:
         if seq.block_table or seq.num_computed:
             raise ValueError(f"a prefix hit is only for a sequence being admitted: {seq}")
-        shown = [*hit.blocks, *([] if hit.partial is None else [hit.partial])]
-        if any(self._keys[bid] is None for bid in shown):
+        if any(self._keys[bid] is None for bid in hit.held):
             raise ValueError("a prefix hit must come from get_computed_prefix (uncached block)")
 
     def _release(self, bids: Iterable[int]) -> None:
@@ -269,8 +275,7 @@ class BlockManager:
         """
         if hit is not None:
             self._check_admission(seq, hit)
-            num_computed, have = hit.num_tokens, len(hit.blocks)
-            held = [*hit.blocks, *([] if hit.partial is None else [hit.partial])]
+            num_computed, have, held = hit.num_tokens, len(hit.blocks), hit.held
         else:
             num_computed, have, held = seq.num_computed, len(seq.block_table), []
         need = cdiv(num_computed + num_new_tokens, self.block_size) - have

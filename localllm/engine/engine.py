@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from localllm.config import PREFIX_CACHE_UNIT, EngineConfig
+from localllm.config import EngineConfig
 from localllm.core import (
     SamplingParams,
     SeqStatus,
@@ -122,8 +122,9 @@ class LLMEngine:
             self.runner.kv.num_blocks,
             cfg.block_size,
             cfg.enable_prefix_caching,
-            cache_unit=PREFIX_CACHE_UNIT,
         )
+        if self.block_manager.copies_slots:
+            self.runner.load_slot_copy()
         self.scheduler = Scheduler(
             SchedulerConfig(
                 cfg.max_num_seqs,

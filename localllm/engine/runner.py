@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from localllm.config import PREFIX_CACHE_UNIT, EngineConfig, ModelConfig
+from localllm.config import EngineConfig, ModelConfig
 from localllm.device import (
     activation_dtype,
     device_name,
@@ -100,12 +100,6 @@ class ModelRunner:
             self.max_model_len,
         )
         self.max_blocks_per_seq = -(-self.max_model_len // self.block_size)
-        # prefix hits may end inside a block (block_manager): the slot copy's kernel is loaded
-        # now, not at the first such hit (its free blocks hold nothing yet)
-        copies = cfg.enable_prefix_caching and self.block_size > PREFIX_CACHE_UNIT
-        if copies and self.kv.num_blocks > 1:
-            for pool in self.kv.pools:
-                self.model.ops.copy_slots(pool, 0, 1, 1)
         self.graphs: GraphRunner | None = None
         if self.device.type == "cuda" and cfg.cuda_graphs:
             self._capture_graphs(progress)
@@ -283,6 +277,13 @@ class ModelRunner:
         return fb, rows
 
     @torch.inference_mode()
+    def load_slot_copy(self) -> None:
+        """Load the slot copy's kernel now, not at the first prefix hit that ends inside a block
+        (block_manager); the pool's blocks are all free, their slots hold nothing yet."""
+        if self.kv.num_blocks > 1:
+            for pool in self.kv.pools:
+                self.model.ops.copy_slots(pool, 0, 1, 1)
+
     def execute(
         self, batch: ScheduledBatch, greedy: bool = False, ids_from: torch.Tensor | None = None
     ) -> StepOutput:
