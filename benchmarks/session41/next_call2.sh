@@ -9,4 +9,5 @@ t() { local s; s=$(date +%s); "$@"; echo "rc=$? [$(( $(date +%s) - s )) s]"; }
 t timeout 400 python3 -m pytest -q -p no:cacheprovider -rfE -m gpu "$R"/tests/test_gpu_engine.py \
   "$R"/tests/test_gpu_spec.py > "$OUT/gpu_engine_spec.log" 2>&1; tail -n 4 "$OUT/gpu_engine_spec.log"
 t timeout 150 python3 -m pytest -q -p no:cacheprovider -rfE -m gpu "$R"/tests/test_kernels_attention.py \
-  "$R"/tests/test_kernels_copy_slots.py > "$OUT/gpu_attn.log" 2>&1; tail -n 3 "$OUT/gpu_attn.log"
+  "$R"/tests/test_kernels_copy_slots.py "$R"/tests/test_kernels_qlinear_mm.py > "$OUT/gpu_attn.log" 2>&1
+tail -n 3 "$OUT/gpu_attn.log"
