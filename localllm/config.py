@@ -83,9 +83,10 @@ BLOCK_SIZES = (8, 16, 32, 64)
 # +4.4% at depth 0 / 4,096 / 16,384, int8 +1.1% / +2.9% at 4,096 / 16,384; llama2-7b fp16
 # +1.3% / +3.6% / +3.7%, int8 +3.4% / +1.7%; H100 (session 41) llama3 +0.1% / -0.1% / +1.6%,
 # llama2 +0.9% / +2.7% / +1.4%, and a cold 4,000-token prompt's first token 4% sooner. The
-# default stays 16 until the turn after a cached prefix is measured at 64 with the one-launch
-# slot copy: with torch's copy (32 launches) that turn was 0.3-0.7 ms slower at 64 (session 41).
-DEFAULT_BLOCK_SIZE = 16
+# turn after a cached prefix (bench's 3,900 + 100) is the same at both since its partly matched
+# block is copied in one launch: H100, three interleaved rounds (session 42) 12.3 / 12.4 / 11.9
+# ms at 16, 12.1 / 12.0 / 12.3 ms at 64; cold 108.8-109.3 against 104.9-105.0 ms.
+DEFAULT_BLOCK_SIZE = 64
 # Tokens per prefix-cache key, whatever the block size (engine/block_manager.py): a hit that ends
 # inside a 64-token block copies that block's leading units into the sequence's own block, so a
 # turn after a cached prefix recomputes at most 15 tokens, not 63 (session 37: bench's 3,900 +
