@@ -31,7 +31,12 @@ from dataclasses import replace
 
 import triton
 
-from localllm.kernels.linear.qmm_triton import MMConfig, _per_sm, mm_config, mm_smem
+from localllm.kernels.linear.qmm_triton import (
+    MMConfig,
+    _per_sm,
+    mm_smem,
+    plain_mm_config,
+)
 
 # the llama3-8b-q4_k_m and llama2-7b-q4_0 weights (probe_qmm.py's SHAPES)
 SHAPES = [("q4_k", 6144, 4096), ("q4_k", 4096, 4096), ("q4_k", 28672, 4096),
@@ -47,9 +52,10 @@ def fill(programs: int, per_sm: int, sms: int) -> float:
 
 def candidates(fmt: str, n: int, k: int, t: int, sms: int, smem: int, arch: int,
                min_fill: float, min_steps: int) -> list[MMConfig]:  # fmt: skip
-    """The dispatch's config, then the wave-filling ones, fullest first."""
+    """The dispatch's plain config (`plain_mm_config`), then the wave-filling ones, fullest
+    first."""
     groups = k // 32
-    heur = mm_config(fmt, n, k, t, sms, smem, arch)
+    heur = plain_mm_config(fmt, n, k, t, sms, smem, arch)
     found = []
     for bn, ng, split, stages, warps in itertools.product(
         (32, 64, 128), (4, 8), (1, 2, 4, 8), (2, 3, 4), (4, 8)
@@ -69,8 +75,9 @@ def candidates(fmt: str, n: int, k: int, t: int, sms: int, smem: int, arch: int,
 
 
 def streamk(fmt: str, n: int, k: int, t: int, sms: int, smem: int, arch: int) -> list[MMConfig]:
-    """The dispatch's config, then its stream-K form: one program per resident slot."""
-    heur = mm_config(fmt, n, k, t, sms, smem, arch)
+    """The dispatch's plain config (`plain_mm_config`), then its stream-K form: one program
+    per resident slot."""
+    heur = plain_mm_config(fmt, n, k, t, sms, smem, arch)
     return [heur, replace(heur, split=1, streamk=_per_sm(fmt, heur, smem, arch) * sms)]
 
 

@@ -17,8 +17,10 @@ format's `mm_ptrs` / `mm_load` / `mm_advance` / `mm_deq`), then
   output and zeroes the tile and its counter again (the split-K epilogue of `_qmm_kernel`, with
   a count of steps instead of splits, since a tile's segments vary in number and length).
 
-Built and tested against the reference (the interpreter); timed by `scripts/probe_qmm.py
---configs` with a `streamk` field; no dispatch picks it yet.
+Tested against the reference (the interpreter, and on the GPU on 7-8B shapes); timed by
+`scripts/probe_qmm.py --configs` with a `streamk` field (`scripts/wave_fill_configs.py
+--streamk`). `qmm_triton.mm_config` picks it at 65..128 rows where the format's
+`Tuning.streamk_waves` says (Q4_0 past one wave, Q6_K; BENCHMARKS session 42).
 """
 
 from __future__ import annotations

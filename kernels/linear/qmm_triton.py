@@ -27,7 +27,8 @@ at 32 rows (+20% to +98%) and on most shapes at 64-128 (Q4_K 28672x4096 at 100 r
 on Q4_0 4096x11008 (llama2-7b's down projection) at 64-128 rows, -10% to -12% (elsewhere at
 most -6%). No dispatch picks it.
 With `MMConfig.streamk` the launch runs `qmm_streamk_triton.py` instead: that many programs
-share the (tile, K step) work, so no wave is left part-empty (no dispatch picks it yet).
+share the (tile, K step) work, so no wave is left part-empty (`mm_config` picks it at 65..128
+rows where a format's `Tuning.streamk_waves` says, `_streamk`).
 Q5_K, Q8_0, bf16/fp32 activations and the interpreter use the plain fp32 decode. The
 format-specific parts (plane pointers, loads, the decode) are each format's `mm_ptrs`,
 `mm_load`, `mm_advance`, `mm_deq` (`kernels/quant/q*_triton.py`, built on
@@ -293,6 +294,18 @@ def _wave_config(
 # every eager launch asks (the 17..64-row search costs ~40 us of Python); configs are frozen
 @functools.lru_cache(maxsize=4096)
 def mm_config(fmt: str, n: int, k: int, t: int, num_sms: int, smem: int, arch: int) -> MMConfig:
+    """The launch config of the fused GEMM for `t` rows of a [n, k] weight of format `fmt`:
+    `plain_mm_config`, on a stream-K schedule at 65..128 rows where the format's measured wave
+    span says (`_streamk`)."""
+    cfg = plain_mm_config(fmt, n, k, t, num_sms, smem, arch)
+    if t <= 64:
+        return cfg
+    programs = triton.cdiv(n, cfg.bn) * triton.cdiv(t, cfg.bm) * cfg.split
+    return _streamk(fmt, cfg, programs, num_sms, smem, arch)
+
+
+def plain_mm_config(fmt: str, n: int, k: int, t: int, num_sms: int, smem: int,
+                    arch: int) -> MMConfig:  # fmt: skip
     """Heuristic from the H200 sweeps (scripts/probe_qmm.py, weights from memory, CUDA-graph
     timing; benchmarks/probe_qmm_session4.jsonl, probe_qmm_t128.jsonl, session18/). Up to 32
     rows: one M block covers them all (every weight tile is decoded once), 64 weight rows x
@@ -352,6 +365,25 @@ def mm_config(fmt: str, n: int, k: int, t: int, num_sms: int, smem: int, arch: i
     elif four_bit and ctas * split <= PREFETCH_RESIDENT * num_sms:  # up to 16 rows
         cfg = replace(cfg, prefetch=True)
     return cfg
+
+
+def _streamk(
+    fmt: str, cfg: MMConfig, programs: int, num_sms: int, smem: int, arch: int
+) -> MMConfig:
+    """A 65..128-row config of `programs` programs, on a stream-K schedule (as many programs
+    as are resident at once share its (tile, K step) work, `qmm_streamk_triton.py`) where
+    those programs take (lo, hi] waves, `Tuning.streamk_waves` of the format. The plain grid
+    leaves SMs idle in a part-filled last wave (Q4_0 12288x4096 at 100 rows: 192 programs on
+    132 SMs, 71.8 -> 54.0 us on an H100) or pays split K's atomics on every tile (Q6_K
+    4096x14336, 64 tiles x 2 splits: 78.4 -> 70.6 us); Q4_K lost at every count timed
+    (6144x4096, 96 programs: 40.4 -> 41.9 us; 28672x4096, 224: 116.5 -> 129.1). Not measured
+    on sm_86 / sm_89, where the same wave count picks it (`scripts/check_consumer_configs.py`
+    compiles those launches)."""
+    span = kernel_facts(fmt).tuning.streamk_waves
+    slots = _per_sm(fmt, cfg, smem, arch) * num_sms
+    if span is None or slots == 0 or not span[0] < programs / slots <= span[1]:
+        return cfg
+    return replace(cfg, split=1, streamk=slots)
 
 
 def _smaller(cfg: MMConfig) -> MMConfig | None:

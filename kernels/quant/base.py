@@ -79,6 +79,9 @@ class Tuning:
 
     vec: tuple[tuple[int, int], tuple[int, int]]  # T == 1: (BN, warps) for N <= 4096, N > 4096
     dot: tuple[int, int]  # 1 < T <= DOT_MAX_T (MODE_DOT): (BN, warps)
+    # 65..128 rows: the fused GEMM runs on a stream-K schedule where its plain grid takes
+    # (lo, hi] waves of resident programs (`linear/qmm_triton._streamk`); None: never
+    streamk_waves: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)
