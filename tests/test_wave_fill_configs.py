@@ -1,11 +1,13 @@
 """`scripts/wave_fill_configs.py`: the fused-GEMM configs it lists for a GPU A/B fill their
-waves, fit shared memory and keep enough K steps, after the dispatch's own config."""
+waves, fit shared memory and keep enough K steps, after the dispatch's own plain config (the
+dispatch may take the stream-K form of it at 65..128 rows)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,13 @@ sys.path.insert(0, str(SCRIPTS))
 
 import wave_fill_configs as wf  # noqa: E402
 
-from localllm.kernels.linear.qmm_triton import MMConfig, _per_sm, mm_config, mm_smem  # noqa: E402
+from localllm.kernels.linear.qmm_triton import (  # noqa: E402
+    MMConfig,
+    _per_sm,
+    mm_config,
+    mm_smem,
+    plain_mm_config,
+)
 
 H200 = (132, 232448, 90)
 
@@ -48,7 +56,10 @@ def test_writes_probe_qmm_config_lines(tmp_path: Path) -> None:
     assert rows and {(r["fmt"], r["n"], r["k"], r["t"]) for r in rows} == {
         ("q4_0", 22016, 4096, 100)
     }
-    assert [MMConfig(**r["cfg"]) for r in rows][0] == mm_config("q4_0", 22016, 4096, 100, *H200)
+    plain = plain_mm_config("q4_0", 22016, 4096, 100, *H200)
+    assert [MMConfig(**r["cfg"]) for r in rows][0] == plain
+    # 172 programs on 132 SMs: the dispatch runs that tile on the stream-K schedule
+    assert mm_config("q4_0", 22016, 4096, 100, *H200) == replace(plain, streamk=132)
 
 
 def test_streamk_forms_keep_the_dispatchs_tile() -> None:
