@@ -35,7 +35,7 @@ from localllm.kernels.linear.qmm_triton import (
     _WORKSPACE,
     MMConfig,
     _finish_tile,
-    _step,
+    _load_step,
     _tile_rows,
     kernel_constexprs,
     split_groups,
@@ -80,9 +80,8 @@ def _qmm_streamk_kernel(
             xp += (g_lo * 32 + tl.arange(0, NG * 32))[None, :]  # [BM, NG * 32]
             for _ in tl.range(k1 - k0, num_stages=STAGES):
                 x = tl.load(xp, mask=mask_m[:, None], other=0.0)  # [BM, NG * 32]
-                wd, hi, s, d, m = LOAD(wp, hp, sp, dp, mp)
-                acc = _step(DEQ, acc, x, wd, hi, s, d, m, EMU, PREC, SWAP)
-                wp, hp, sp, dp, mp = ADVANCE(wp, hp, sp, dp, mp, NG)
+                acc, wp, hp, sp, dp, mp = _load_step(LOAD, ADVANCE, DEQ, acc, x, wp, hp, sp, dp,
+                                                     mp, NG, EMU, PREC, SWAP)  # fmt: skip
                 xp += NG * 32
             if SWAP:
                 acc = tl.trans(acc)  # [BM, BN]

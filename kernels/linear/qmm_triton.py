@@ -60,6 +60,18 @@ def _step(DEQ: tl.constexpr, acc, x, wd, hi, s, d, m, EMU: tl.constexpr, PREC: t
 
 
 @triton.jit
+def _load_step(LOAD: tl.constexpr, ADVANCE: tl.constexpr, DEQ: tl.constexpr, acc, x, wp, hp,
+               sp, dp, mp, NG: tl.constexpr, EMU: tl.constexpr, PREC: tl.constexpr,
+               SWAP: tl.constexpr):  # fmt: skip
+    """acc += one K step: the weight tile at the format's plane pointers (wp .. mp, `LOAD`)
+    times x [BM, NG * 32] (`_step`); returns acc and the pointers moved on a step (`ADVANCE`)."""
+    wd, hi, s, d, m = LOAD(wp, hp, sp, dp, mp)
+    acc = _step(DEQ, acc, x, wd, hi, s, d, m, EMU, PREC, SWAP)
+    wp, hp, sp, dp, mp = ADVANCE(wp, hp, sp, dp, mp, NG)
+    return acc, wp, hp, sp, dp, mp
+
+
+@triton.jit
 def _decode(DEQ: tl.constexpr, wd, hi, s, d, m, DT: tl.constexpr, EMU: tl.constexpr):
     """The weight tile [BN, NG * 32] in DT, by the format's `mm_deq` (its plain Triton decode
     for other than fp16, and in the interpreter)."""
@@ -163,9 +175,8 @@ def _qmm_kernel(
             s, d, m = s2, d2, m2
             wp, hp, sp, dp, mp = wn, hn, sn, dn, mn
         else:
-            wd, hi, s, d, m = LOAD(wp, hp, sp, dp, mp)
-            acc = _step(DEQ, acc, x, wd, hi, s, d, m, EMU, PREC, SWAP)
-            wp, hp, sp, dp, mp = ADVANCE(wp, hp, sp, dp, mp, NG)
+            acc, wp, hp, sp, dp, mp = _load_step(LOAD, ADVANCE, DEQ, acc, x, wp, hp, sp, dp, mp,
+                                                 NG, EMU, PREC, SWAP)  # fmt: skip
         xp += NG * 32
     if SWAP:
         acc = tl.trans(acc)  # [BM, BN]

@@ -98,8 +98,6 @@ class BlockManager:
         self.num_blocks = num_blocks
         self.block_size = block_size
         self.units_per_block = block_size // self.unit
-        # a hit can end inside a block, so admissions may hand out copies (take_copies)
-        self.copies_slots = enable_prefix_caching and self.units_per_block > 1
         self.enable_prefix_caching = enable_prefix_caching
         self._ref = [0] * num_blocks  # per block id
         self._keys: list[dict[int, Key] | None] = [None] * num_blocks  # unit -> its index key
@@ -133,6 +131,12 @@ class BlockManager:
 
     def ref_count(self, block_id: int) -> int:
         return self._ref[block_id]
+
+    @property
+    def copies_slots(self) -> bool:
+        """Whether a hit can end inside a block, so admissions may hand out copies
+        (take_copies)."""
+        return self.enable_prefix_caching and self.units_per_block > 1
 
     def is_cached(self, block_id: int) -> bool:
         return self._keys[block_id] is not None

@@ -284,6 +284,7 @@ class ModelRunner:
             for pool in self.kv.pools:
                 self.model.ops.copy_slots(pool, 0, 1, 1)
 
+    @torch.inference_mode()
     def execute(
         self, batch: ScheduledBatch, greedy: bool = False, ids_from: torch.Tensor | None = None
     ) -> StepOutput:
