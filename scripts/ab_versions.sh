@@ -15,28 +15,33 @@
 # "warmup"): on a fresh machine the first run may pay Triton's compiles and the synthetic
 # models' writing (in session 28 an old round run first read less than half the new round's
 # plain decode speed: BENCHMARKS).
+# AB_OLD=DIR: the old package from DIR instead of .carry/old (e.g. `--pack REV .carry/old2`, for
+# two A/Bs against different versions on one warm machine).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" = "--pack" ]; then
-  rev=${2:?usage: ab_versions.sh --pack REV}
-  rm -rf .carry/old && mkdir -p .carry/old
-  git archive "$rev" localllm kernels formats tui | tar -x -C .carry/old
-  echo "$rev" > .carry/old/REV
-  echo "packed $(git rev-parse --short "$rev") into .carry/old"
+  rev=${2:?usage: ab_versions.sh --pack REV [DIR]}
+  dir=${3:-.carry/old}
+  rm -rf "$dir" && mkdir -p "$dir"
+  git archive "$rev" localllm kernels formats tui | tar -x -C "$dir"
+  echo "$rev" > "$dir/REV"
+  echo "packed $(git rev-parse --short "$rev") into $dir"
   exit 0
 fi
 rounds=${1:?usage: ab_versions.sh ROUNDS COMMAND...}
 shift
-[ -d .carry/old/localllm ] || { echo "no .carry/old: run 'bash scripts/ab_versions.sh --pack REV' here and carry .carry/old"; exit 2; }
+OLD=${AB_OLD:-.carry/old}
+[ -d "$OLD/localllm" ] || { echo "no $OLD: run 'bash scripts/ab_versions.sh --pack REV $OLD' here and carry it"; exit 2; }
 source scripts/device_setup.sh
 R=$LOCALLLM_REPO
 # the old package: the same symlink tree as device_setup's /tmp/pkg, over .carry/old
 rm -rf /tmp/pkg_old && mkdir -p /tmp/pkg_old/localllm
-for f in "$R"/.carry/old/localllm/*; do ln -sfn "$f" /tmp/pkg_old/localllm/; done
-for d in kernels formats tui; do ln -sfn "$R/.carry/old/$d" /tmp/pkg_old/localllm/$d; done
+OLD=$(cd "$R" && cd "$OLD" && pwd)
+for f in "$OLD"/localllm/*; do ln -sfn "$f" /tmp/pkg_old/localllm/; done
+for d in kernels formats tui; do ln -sfn "$OLD/$d" /tmp/pkg_old/localllm/$d; done
 NEW_PP=$PYTHONPATH
 OLD_PP=${PYTHONPATH//\/tmp\/pkg/\/tmp\/pkg_old}
-echo "old: $(cat "$R/.carry/old/REV" 2>/dev/null || echo '?'), new: ${LOCALLLM_GIT_COMMIT:-working tree}"
+echo "old: $(cat "$OLD/REV" 2>/dev/null || echo '?'), new: ${LOCALLLM_GIT_COMMIT:-working tree}"
 status=0
 if [ "${AB_WARMUP:-0}" = 1 ]; then
   echo "=== warmup (output dropped)"
