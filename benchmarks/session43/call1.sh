@@ -15,3 +15,5 @@ python3 "$R"/scripts/wave_fill_configs.py /tmp/sk.jsonl --ts 100,128 --streamk >
   'timeout 100 python3 '"$R"'/scripts/probe_qmm.py --configs /tmp/sk.jsonl --warm 8; mv "$OUT/probe_qmm_configs.jsonl" "$OUT/probe_$AB_TAG$AB_ROUND.jsonl"') \
   > "$OUT/ab_probe.log" 2>&1
 grep -E "^=== |rc=|q4_k 28672|q4_0 12288" "$OUT/ab_probe.log"
+python3 "$R"/scripts/ab_probe_table.py "$OUT"/probe_old1.jsonl "$OUT"/probe_new1.jsonl \
+  "$OUT"/probe_old2.jsonl "$OUT"/probe_new2.jsonl
