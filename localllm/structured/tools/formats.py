@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import secrets
 import string
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -85,18 +85,8 @@ LLAMA3 = ToolFormat(
     markers=("<|start_header_id|>", '"parameters"'),
     parallel=False,  # its template raises on more than one call per message
 )
-GENERIC = ToolFormat(
-    "generic",
-    open="<tool_call>\n",
-    close="\n</tool_call>",
-    separator="\n",
-    list_open="",
-    list_close="",
-    args_key="arguments",
-    native=False,
-    id_alphabet="",
-    markers=(),
-)
+# Hermes's syntax, taught by our generic prompt to models whose template renders no tools
+GENERIC = replace(HERMES, name="generic", native=False, markers=())
 # tried in order on a template's source
 NATIVE_FORMATS = (HERMES, MISTRAL, LLAMA3)
 FORMATS = {f.name: f for f in (*NATIVE_FORMATS, GENERIC)}
