@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Session 43, call 1, for the branch streamk-owner-fixup (main runs session 42's fix-up, f7d22e5:
-# check out the branch first; ROUNDS=1 bash ...: one A/B round; carry .whl, .carry/testdata, .carry/COMMIT, .carry/old packed from f7d22e5): the GEMM GPU tests, then
-# the stream-K GEMM's new fix-up (a partial tile per program, stored plainly and added by the
-# tile's owner in K order) against session 42's (fp32 atomics into a zeroed workspace), each
-# against the plain grid, at 100 and 128 rows on every llama shape. Weights from memory,
+# check out the branch first; ROUNDS=1 bash ...: one A/B round; carry .whl, .carry/testdata,
+# .carry/COMMIT, .carry/old packed from f7d22e5): the GEMM GPU tests, then the stream-K GEMM's
+# new fix-up (a partial tile per program, stored plainly and added by the tile's owner in K
+# order) against session 42's (fp32 atomics into a zeroed workspace), each against the plain
+# grid, at 100 and 128 rows on every llama shape. Weights from memory,
 # CUDA-graph timing; every timing lands in $OUT/probe_{old,new}{1,2}.jsonl.
 set -uo pipefail
 R=$PWD
