@@ -66,18 +66,21 @@ def test_qmm_heuristic_shapes() -> None:
     assert small.bm == 16 and small.split > 1  # 8 row blocks: split K to fill the SMs
     big = mm.mm_config("q4_k", 28672, 4096, 32, sms, smem, 90)
     assert big.bm == 32 and big.swap and big.split <= 2
-    c100 = mm.mm_config("q4_k", 4096, 4096, 100, sms, smem, 90)  # one 128-row block, two warpgroups
+    c100 = mm.plain_mm_config("q4_k", 4096, 4096, 100, sms, smem, 90)  # one 128-row block
     assert (c100.bm, c100.warps, c100.split, c100.streamk) == (128, 8, 2, 0)  # 64 x 2 <= 132 SMs
-    assert mm.mm_config("q4_k", 6144, 4096, 128, sms, smem, 90).split == 1  # 96 programs
+    assert mm.plain_mm_config("q4_k", 6144, 4096, 128, sms, smem, 90).split == 1  # 96 programs
     # 65..128 rows on a stream-K schedule where the format's wave span says (Tuning.streamk_waves):
-    # Q4_0 past one wave of plain programs, Q6_K from 3/4 of one; never Q4_K
+    # Q4_0, Q4_K and Q6_K from 0.7 to 2 waves of plain programs; not the LM head's 7.6 waves,
+    # nor formats without a span
     for fmt, n, k, t, programs in (
         ("q4_0", 12288, 4096, 100, 132),
         ("q4_0", 22016, 4096, 65, 132),
+        ("q4_0", 4096, 11008, 100, 132),
+        ("q4_k", 28672, 4096, 100, 132),
+        ("q4_k", 6144, 4096, 128, 132),
         ("q6_k", 4096, 14336, 128, 132),
-        ("q4_0", 4096, 11008, 100, 0),
-        ("q4_k", 28672, 4096, 100, 0),
         ("q6_k", 128256, 4096, 100, 0),
+        ("q8_0", 4096, 4096, 100, 0),
     ):
         cfg = mm.mm_config(fmt, n, k, t, sms, smem, 90)
         assert cfg.streamk == programs and (cfg.split == 1 or not programs), (fmt, n, k, t, cfg)

@@ -8,19 +8,28 @@ and several llama shapes leave SMs idle in their last wave (H200, 132 SMs: llama
 More, smaller programs (split K, narrower tiles) lost to their per-program cost (session 38:
 the QKV with 4 K splits 49.9 vs 41.8 us). Here the program count stays at the SM count.
 
-Each program walks its iteration range as segments, one per output tile it touches: a segment
-runs the K steps [k0, k1) of its tile through the same pipelined loop as `_qmm_kernel` (the
-format's `mm_ptrs` / `mm_load` / `mm_advance` / `mm_deq`), then
-- stores the tile straight to the output when it holds all of the tile's K steps;
-- else adds its partial sums into the zeroed fp32 workspace, then adds its step count to the
-  tile's counter; the segment that completes the count converts the workspace tile to the
-  output and zeroes the tile and its counter again (the split-K epilogue of `_qmm_kernel`, with
-  a count of steps instead of splits, since a tile's segments vary in number and length).
+Each program walks its iteration range backwards as segments, one per output tile it touches:
+a segment runs the K steps [k0, k1) of its tile through the same pipelined loop as
+`_qmm_kernel` (the format's `mm_ptrs` / `mm_load` / `mm_advance` / `mm_deq`), then
+- a segment with the tile's last step (k1 = n_steps) owns the tile: it adds the partial tiles
+  of the tile's first k0 steps, waiting for each one's flag, and stores the tile (+ bias);
+- the other kind, the first steps of a tile that a range ends in (one per program at most),
+  stores its fp32 partial tile to the program's slot and raises the program's flag.
+Walking backwards, a program does its flagged part first and the parts it owns last, so owners
+seldom wait: the parts they need were their lower neighbours' first segments. Programs take
+tickets in the order they start and a range follows the ticket, so a program waits only on
+programs that have started and never wait before raising their flag: no deadlock, whatever
+the occupancy (the Triton interpreter runs programs in order, lower tickets first). Each
+split tile costs one plain store and one load of its partial, summed in K order (the result
+is deterministic). Session 42's form added parts with fp32 atomics into a zeroed workspace
+that the last part converted and zeroed again (4 passes over a partial tile, 2 of them
+atomic): 128 x 128 Q4_K tiles lost to the plain grid with it.
 
 Tested against the reference (the interpreter, and on the GPU on 7-8B shapes); timed by
 `scripts/probe_qmm.py --configs` with a `streamk` field (`scripts/wave_fill_configs.py
 --streamk`). `qmm_triton.mm_config` picks it at 65..128 rows where the format's
-`Tuning.streamk_waves` says (Q4_0 past one wave, Q6_K; BENCHMARKS session 42).
+`Tuning.streamk_waves` says (Q4_0, Q4_K, Q6_K from 0.7 to 2 waves of plain programs: faster
+on every 7-8B shape timed, H100, BENCHMARKS session 45).
 """
 
 from __future__ import annotations
@@ -32,42 +41,48 @@ import triton.language as tl
 from localllm.kernels.linear.gemv_core_triton import _write_out, plane_args
 from localllm.kernels.linear.qmm_triton import (
     _COUNTERS,
-    _WORKSPACE,
     MMConfig,
-    _finish_tile,
     _load_step,
     _tile_rows,
     kernel_constexprs,
     split_groups,
 )
 from localllm.kernels.pdl import pdl_args, pdl_enter
+from localllm.kernels.scratch import Scratch
 
 
 @triton.jit
 def _qmm_streamk_kernel(
-    x_ptr, ws_ptr, bias_ptr, p0, p1, p2, p3, p4, out_ptr, cnt_ptr,
-    T, N, G, stride_xm, stride_om, n_steps, per_prog, total, tiles_m,
+    x_ptr, part_ptr, bias_ptr, p0, p1, p2, p3, p4, out_ptr, flag_ptr,
+    T, N, G, stride_xm, stride_om, n_steps, per_prog, total, tiles_m, programs,
     PTRS: tl.constexpr, LOAD: tl.constexpr, ADVANCE: tl.constexpr, DEQ: tl.constexpr,
     BM: tl.constexpr, BN: tl.constexpr, NG: tl.constexpr,
     HAS_BIAS: tl.constexpr, ATOMIC: tl.constexpr, PREC: tl.constexpr, SWAP: tl.constexpr,
     EMU: tl.constexpr, STAGES: tl.constexpr, SEGS: tl.constexpr, PREFETCH: tl.constexpr = False,
     AHEAD: tl.constexpr = False, PDL: tl.constexpr = False,
 ):  # fmt: skip
-    """out [T, N] = x [T, K] @ W^T (+ bias), K = 32 G: program p runs iterations
+    """out [T, N] = x [T, K] @ W^T (+ bias), K = 32 G: the program of ticket p runs iterations
     [p per_prog, (p + 1) per_prog) of `total` = tiles x n_steps, iteration i being K step
     i % n_steps of tile i // n_steps; tile = n * tiles_m + m (the M blocks of one weight tile
-    are neighbours, as in `_qmm_kernel`'s grid). ws: the zeroed fp32 workspace [T, N]; cnt: a
-    zeroed int32 counter per tile. SEGS: the most tiles a program's range can touch
-    (cdiv(per_prog, n_steps) + 1), its segments unrolled. ATOMIC, PREFETCH, AHEAD: unused
-    (`kernel_constexprs`)."""
+    are neighbours, as in `_qmm_kernel`'s grid). It walks its range backwards, a segment per
+    tile. part: fp32 [programs, BM, BN], a partial tile per program; flag: zeroed int32
+    [programs + 1], "program p's partial tile is stored", then the ticket counter. SEGS: the
+    most tiles a range can touch (cdiv(per_prog, n_steps) + 1), its segments unrolled.
+    ATOMIC, PREFETCH, AHEAD: unused (`kernel_constexprs`)."""
     pdl_enter(PDL)
-    it = tl.program_id(0) * per_prog
-    end = tl.minimum(it + per_prog, total)
+    # tickets in start order: a program waits only on lower tickets, which have started
+    p = tl.atomic_add(flag_ptr + programs, 1)
+    if p == programs - 1:  # the last ticket: the counter is zero again for the next launch
+        tl.atomic_xchg(flag_ptr + programs, 0)
+    idx = tl.arange(0, BM)[:, None] * BN + tl.arange(0, BN)[None, :]  # [BM, BN]
+    lo = p * per_prog
+    it = tl.minimum(lo + per_prog, total)
     for _seg in tl.static_range(SEGS):  # unrolled: a loop here costs 232-336 B of spills (3.9)
-        if it < end:
-            tile = it // n_steps
-            k0 = it % n_steps
-            k1 = tl.minimum(n_steps, k0 + end - it)
+        if it > lo:
+            tile = (it - 1) // n_steps
+            base = tile * n_steps
+            k0 = tl.maximum(lo, base) - base
+            k1 = it - base
             offs_n, mask_n, rows, offs_m, mask_m = _tile_rows(tile // tiles_m, tile % tiles_m, N,
                                                               T, BN, BM)  # fmt: skip
             g_lo = k0 * NG
@@ -85,15 +100,22 @@ def _qmm_streamk_kernel(
                 xp += NG * 32
             if SWAP:
                 acc = tl.trans(acc)  # [BM, BN]
-            om = offs_m[:, None] * stride_om + offs_n[None, :]
-            omask = mask_m[:, None] & mask_n[None, :]
-            if (k0 == 0) & (k1 == n_steps):  # the whole tile: stored as it is
-                _write_out(acc, out_ptr + om, omask, bias_ptr, offs_n, mask_n, k0, HAS_BIAS, False)
-            else:  # a part: into the workspace; the part that completes the tile converts it
-                _write_out(acc, ws_ptr + om, omask, bias_ptr, offs_n, mask_n, k0, HAS_BIAS, True)
-                _finish_tile(ws_ptr + om, out_ptr, offs_m, offs_n, stride_om, omask, cnt_ptr + tile,
-                             k1 - k0, n_steps - (k1 - k0))  # fmt: skip
-            it += k1 - k0
+            if k1 < n_steps:  # the tile's first steps (a range's last tile): left for its owner
+                tl.store(part_ptr + p * (BM * BN) + idx, acc)
+                tl.debug_barrier()  # all threads' stores, then the flag (release)
+                tl.atomic_xchg(flag_ptr + p, 1, sem="release", scope="gpu")
+            else:  # the tile's last steps: the owner adds the lower tickets' parts, in K order
+                q_lo = base // per_prog  # the tickets holding steps [0, k0), all below p
+                for q in range(q_lo, tl.where(k0 > 0, (base + k0 - 1) // per_prog + 1, q_lo)):
+                    ready = tl.atomic_add(flag_ptr + q, 0, sem="acquire", scope="gpu")
+                    while ready == 0:
+                        ready = tl.atomic_add(flag_ptr + q, 0, sem="acquire", scope="gpu")
+                    acc += tl.load(part_ptr + q * (BM * BN) + idx, cache_modifier=".cg")
+                    tl.atomic_xchg(flag_ptr + q, 0)
+                om = offs_m[:, None] * stride_om + offs_n[None, :]
+                _write_out(acc, out_ptr + om, mask_m[:, None] & mask_n[None, :], bias_ptr,
+                           offs_n, mask_n, 0, HAS_BIAS, False)  # fmt: skip
+            it = base + k0
 
 
 def streamk_launch(x, planes, fmt, n, bias, cfg: MMConfig) -> tuple[torch.Tensor, object]:
@@ -106,15 +128,18 @@ def streamk_launch(x, planes, fmt, n, bias, cfg: MMConfig) -> tuple[torch.Tensor
     tiles_m = triton.cdiv(t, cfg.bm)
     tiles = tiles_m * triton.cdiv(n, cfg.bn)
     total = tiles * n_steps
-    programs = min(cfg.streamk, total)
-    per_prog = triton.cdiv(total, programs)
+    per_prog = triton.cdiv(total, min(cfg.streamk, total))
+    programs = triton.cdiv(total, per_prog)
     out = torch.empty((t, n), device=x.device, dtype=x.dtype)
-    ws = _WORKSPACE.get(x.device, t * n).view(t, n)
-    cnt = _COUNTERS.get(x.device, tiles)
-    kernel = _qmm_streamk_kernel[(triton.cdiv(total, per_prog),)](
-        x, ws, bias if bias is not None else ws, *plane_args(planes), out, cnt,
-        t, n, groups, x.stride(0), ws.stride(0), n_steps, per_prog, total, tiles_m,
+    part = _PARTS.get(x.device, programs * cfg.bm * cfg.bn)
+    flag = _COUNTERS.get(x.device, programs + 1)
+    kernel = _qmm_streamk_kernel[(programs,)](
+        x, part, bias if bias is not None else part, *plane_args(planes), out, flag,
+        t, n, groups, x.stride(0), out.stride(0), n_steps, per_prog, total, tiles_m, programs,
         **kernel_constexprs(fmt, cfg, ng, True, bias is not None, x.dtype),
         SEGS=triton.cdiv(per_prog, n_steps) + 1, num_warps=cfg.warps, **pdl_args(x.device),
     )  # fmt: skip
     return out, kernel
+
+
+_PARTS = Scratch(torch.float32)  # a partial output tile per program [programs, BM, BN]

@@ -385,11 +385,10 @@ def _streamk(
     as are resident at once share its (tile, K step) work, `qmm_streamk_triton.py`) where
     those programs take (lo, hi] waves, `Tuning.streamk_waves` of the format. The plain grid
     leaves SMs idle in a part-filled last wave (Q4_0 12288x4096 at 100 rows: 192 programs on
-    132 SMs, 71.8 -> 54.0 us on an H100) or pays split K's atomics on every tile (Q6_K
-    4096x14336, 64 tiles x 2 splits: 78.4 -> 70.6 us); Q4_K lost at every count timed
-    (6144x4096, 96 programs: 40.4 -> 41.9 us; 28672x4096, 224: 116.5 -> 129.1). Not measured
-    on sm_86 / sm_89, where the same wave count picks it (`scripts/check_consumer_configs.py`
-    compiles those launches)."""
+    132 SMs, 72.0 -> 48.2 us on an H100) or pays split K's atomics on every tile (Q6_K
+    4096x14336, 64 tiles x 2 splits: 78.5 -> 66.4 us; Q4_K 6144x4096, 96 programs: 40.8 ->
+    31.0; BENCHMARKS session 45). Not measured on sm_86 / sm_89, where the same wave count
+    picks it (`scripts/check_consumer_configs.py` compiles those launches)."""
     span = kernel_facts(fmt).tuning.streamk_waves
     slots = _per_sm(fmt, cfg, smem, arch) * num_sms
     if span is None or slots == 0 or not span[0] < programs / slots <= span[1]:

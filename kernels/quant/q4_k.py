@@ -56,6 +56,10 @@ KERNEL = KernelFacts(
     planes=("qs", "sm", "d", "dmin"), words=4, fields=8, qbits=4, qc=16.0, has_min=True,
     min_k=256, act_layout="w4", h2_center=8, pack=pack, dequant=dequant_planes,
     triton="localllm.kernels.quant.q4_k_triton:HOOKS",
-    tuning=Tuning(vec=((4, 2), (4, 1)), dot=(128, 8)),
+    # stream-K at 65..128 rows (H100, 100 / 128 rows, us, session 45; session 42's atomic fix-up
+    # lost on every shape): 6144x4096 (96 programs, 0.73 of a wave) 40.8 / 38.5 -> 31.0 / 30.2,
+    # 4096x4096 (64 tiles x 2 K splits) 27.6 / 28.5 -> 22.4 / 22.1, 4096x14336 (same) 74.5 /
+    # 75.3 -> 69.6 / 69.5, 28672x4096 (224 programs) 116.4 / 115.8 -> 107.1 / 106.7
+    tuning=Tuning(vec=((4, 2), (4, 1)), dot=(128, 8), streamk_waves=(0.7, 2.0)),
 )  # fmt: skip
 FORMAT = QuantFormat(Q.Q4_K, (0, 2), dequant_blocks, KERNEL)
