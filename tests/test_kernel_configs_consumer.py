@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from localllm.kernels.attention.paged_triton import attn_smem, plan_launch, targ
 from localllm.kernels.device import CONSUMER, INTERPRETER, PROFILES, device_props, profile
 from localllm.kernels.linear.dp4a_triton import dp4a_config
 from localllm.kernels.linear.gemv_triton import pick_config
-from localllm.kernels.linear.qmm_triton import MMConfig, mm_config, mm_smem
+from localllm.kernels.linear.qmm_triton import MMConfig, mm_config, mm_smem, plain_mm_config
 from localllm.kernels.quant import KERNEL_FORMATS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -56,13 +57,16 @@ def test_fused_gemm_keeps_the_h200_choices() -> None:
         32, 128, 8, 1, 4, 3, True
     )
     assert mm_config("q4_k", 28672, 4096, 100, h.sm_count, h.smem_per_block, h.arch).stages == 2
-    assert mm_config("q4_k", 4096, 4096, 100, h.sm_count, h.smem_per_block, h.arch) == MMConfig(
-        128, 64, 8, 2, 8, 3, True
+    plain = MMConfig(128, 64, 8, 2, 8, 3, True)  # 64 tiles x 2 K splits on 132 SMs
+    assert plain_mm_config("q4_k", 4096, 4096, 100, h.sm_count, h.smem_per_block, h.arch) == plain
+    # 0.97 of a wave: the dispatch runs the same tile on a stream-K schedule, one program per SM
+    assert mm_config("q4_k", 4096, 4096, 100, h.sm_count, h.smem_per_block, h.arch) == replace(
+        plain, split=1, streamk=132
     )
     r = profile("rtx4090")  # 99 KB: the same 100-row launch drops to 2 stages, then 32 rows
     assert mm_config("q4_k", 4096, 4096, 100, r.sm_count, r.smem_per_block, r.arch) == MMConfig(
         128, 32, 8, 1, 8, 2, True
-    )  # split from the fitted tile: 128 programs
+    )  # split from the fitted tile: 128 programs, one whole wave: no stream-K
 
 
 @pytest.mark.parametrize("name", CONSUMER)

@@ -387,11 +387,15 @@ def _streamk(
     leaves SMs idle in a part-filled last wave (Q4_0 12288x4096 at 100 rows: 192 programs on
     132 SMs, 72.0 -> 48.2 us on an H100) or pays split K's atomics on every tile (Q6_K
     4096x14336, 64 tiles x 2 splits: 78.5 -> 66.4 us; Q4_K 6144x4096, 96 programs: 40.8 ->
-    31.0; BENCHMARKS session 45). Not measured on sm_86 / sm_89, where the same wave count
-    picks it (`scripts/check_consumer_configs.py` compiles those launches)."""
+    31.0; BENCHMARKS session 45). A grid of whole waves without split K has nothing to
+    balance (an RTX 4090's 128 programs of 128 x 32 tiles at 100 rows on 128 SMs): it stays
+    plain. Not measured on sm_86 / sm_89, where the same wave count picks it
+    (`scripts/check_consumer_configs.py` compiles those launches)."""
     span = kernel_facts(fmt).tuning.streamk_waves
     slots = _per_sm(fmt, cfg, smem, arch) * num_sms
     if span is None or slots == 0 or not span[0] < programs / slots <= span[1]:
+        return cfg
+    if cfg.split == 1 and programs % slots == 0:
         return cfg
     return replace(cfg, split=1, streamk=slots)
 
