@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Session 43, call 1, for the branch streamk-owner-fixup (main runs session 42's fix-up, f7d22e5:
-# check out the branch first; ROUNDS=1 bash ...: one A/B round; carry .whl, .carry/testdata,
-# .carry/COMMIT, .carry/old packed from f7d22e5): the GEMM GPU tests, then the stream-K GEMM's
+# Session 43, call 1 (run in session 45, when the new fix-up was still on a branch; main has it
+# since; ROUNDS=1 bash ...: one A/B round; carry .whl, .carry/testdata, .carry/COMMIT, .carry/old
+# packed from f7d22e5): the GEMM GPU tests, then the stream-K GEMM's
 # new fix-up (a partial tile per program, stored plainly and added by the tile's owner in K
 # order) against session 42's (fp32 atomics into a zeroed workspace), each against the plain
 # grid, at 100 and 128 rows on every llama shape. Weights from memory,

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Session 43, call 2 (warm after call 1; carry also .carry/old2, packed from 25f08e9: the plain
 # grid at 65-128 rows): the turn after a cached 3,900-token prefix (a 128-row prefill graph) on
-# both models, 25f08e9 (old) against this tree (new: the stream-K dispatch; main runs it with session
-# 42's fix-up, the branch streamk-owner-fixup with the new one).
+# both models, 25f08e9 (old) against this tree (new: the stream-K dispatch with the
+# owner-adds-partials fix-up).
 set -uo pipefail
 R=$PWD
 source scripts/device_setup.sh

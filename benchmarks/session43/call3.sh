@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # Session 43, call 3 (warm after call 2): the GPU tests of the engine, speculation and the GEMMs
-# on this tree (the stream-K dispatch and session 42's review commit had not run them; on main,
-# with session 42's stream-K kernel, this is the call to run first).
+# on this tree (the stream-K dispatch and session 42's review commit had not run them).
 set -uo pipefail
 R=$PWD
 source scripts/device_setup.sh

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
-# Session 43, the one call when device time is short, for the branch streamk-owner-fixup (main
-# runs session 42's fix-up, f7d22e5: check out the branch first; carry .whl, .carry/testdata,
-# .carry/COMMIT):
-# the GEMM GPU tests (the stream-K GEMM's new fix-up has only run in the interpreter), then
+# Session 43, the one call when device time is short (run in session 45 on the branch that held
+# the new fix-up, since merged; carry .whl, .carry/testdata, .carry/COMMIT):
+# the GEMM GPU tests (every format's stream-K form), then
 # plain grid against stream-K at 100 and 128 rows on every llama shape with this tree (the
 # dispatch's choice; weights from memory, CUDA-graph timing), then the engine and speculation
 # GPU tests (the stream-K dispatch at 65-128 rows runs inside them).

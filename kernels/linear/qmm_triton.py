@@ -393,9 +393,8 @@ def _streamk(
     (`scripts/check_consumer_configs.py` compiles those launches)."""
     span = kernel_facts(fmt).tuning.streamk_waves
     slots = _per_sm(fmt, cfg, smem, arch) * num_sms
-    if span is None or slots == 0 or not span[0] < programs / slots <= span[1]:
-        return cfg
-    if cfg.split == 1 and programs % slots == 0:
+    whole_waves = cfg.split == 1 and slots > 0 and programs % slots == 0
+    if span is None or slots == 0 or whole_waves or not span[0] < programs / slots <= span[1]:
         return cfg
     return replace(cfg, split=1, streamk=slots)
 
