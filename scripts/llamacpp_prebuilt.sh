@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # llama.cpp's anchor build made OFF the GPU machine, so a short device session spends no GPU time
-# compiling it (the build takes ~7 min of a 16-core device machine, ~1 h of 2 CPU cores).
+# compiling it (the build takes ~7 min of a 16-core device machine, ~40 min of 2 CPU cores).
 # Same source (../shared/anchors/llama.cpp-2026-08.tar.xz), same CMake flags and the same path
 # (/tmp/llamacpp-anchor/llama.cpp/b/bin, where llamacpp.sh and compare_llamacpp.sh look) as
 # `llamacpp.sh build`; CUDA 13.0's nvcc, like the device image's.
@@ -37,6 +37,10 @@ make_stub() {  # $1: file of symbol names (empty: a placeholder so CMake configu
 case "${1:-}" in
   build)
     arch=${2:?give the GPU arch, e.g. 90}
+    cuda=$(readlink -f "${CUDA_HOME:-/usr/local/cuda}")
+    ls "$cuda"/lib*/libcublas.so >/dev/null 2>&1 || { echo "no libcublas.so under $cuda: copy the" \
+      "nvidia-cublas wheel's nvidia/cu13/lib/* and include/* into it (and link libcublas.so," \
+      "libcublasLt.so to their .so.13)"; exit 1; }
     mkdir -p $B && cd $B && rm -rf llama.cpp && tar xJf "$src/llama.cpp-2026-08.tar.xz" && cd llama.cpp
     : > $B/driver_symbols.txt; make_stub $B/driver_symbols.txt
     # shellcheck disable=SC2046
@@ -47,8 +51,8 @@ case "${1:-}" in
       | sed 's/@.*//' | sort -u > $B/driver_symbols.txt
     make_stub $B/driver_symbols.txt
     echo "$(wc -l < $B/driver_symbols.txt) driver symbols stubbed"
-    cmake --build b -j"$(nproc)" --target llama-bench llama-batched-bench >> $B/build.log 2>&1
-    rc=$?; echo "BUILD_RC=$rc" >> $B/build.log; tail -2 $B/build.log; exit $rc ;;
+    rc=0; cmake --build b -j"$(nproc)" --target llama-bench llama-batched-bench >> $B/build.log 2>&1 || rc=$?
+    echo "BUILD_RC=$rc" >> $B/build.log; tail -2 $B/build.log; exit $rc ;;
   pack)
     cd $B && tar cJf "$tarball" build.log llama.cpp/b/bin
     ls -la "$tarball" ;;
