@@ -53,7 +53,7 @@ case "${1:-}" in
     echo "$(wc -l < $B/driver_symbols.txt) driver symbols stubbed"
     rc=0; cmake --build b -j"$(nproc)" --target llama-bench llama-batched-bench >> $B/build.log 2>&1 || rc=$?
     echo "BUILD_RC=$rc" >> $B/build.log; tail -2 $B/build.log; exit $rc ;;
-  pack)
+  pack)  # build.log ends in BUILD_RC=0, which `llamacpp.sh wait` looks for
     cd $B && tar cJf "$tarball" build.log llama.cpp/b/bin
     ls -la "$tarball" ;;
   unpack)
