@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Install every direct dependency at the lowest version pyproject.toml allows and run the tests on
 # them, so a floor that is too low shows up here and not on a user's machine (session 47 found
-# llguidance, textual, gguf, torch / triton, openai and ollama too low: BENCHMARKS.md). Needs network (PyPI) and ~25 min on 2 CPU cores for the
-# whole suite; extra pytest arguments narrow it, e.g. `bash scripts/check_floors.sh tests/test_tui_app.py`.
+# llguidance, textual, gguf, torch / triton, openai and ollama too low: BENCHMARKS.md). Needs
+# network (PyPI) and ~25 min on 2 CPU cores for the whole suite; pytest arguments narrow it, e.g.
+# `bash scripts/check_floors.sh tests/test_tui_app.py`. FLOORS_VENV: the venv (made if missing).
 #   bash scripts/check_floors.sh [pytest args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
