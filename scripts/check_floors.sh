@@ -11,6 +11,6 @@ venv=${FLOORS_VENV:-/tmp/localllm-floors}
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 # torch first, the CPU build (its floor would pull a CUDA build of several GB), then uv
 "$venv/bin/python" -m pip install -q --disable-pip-version-check torch==2.13.0 uv
-VIRTUAL_ENV=$venv "$venv/bin/uv" pip install --python "$venv/bin/python" --resolution lowest-direct -e ".[dev]"
-"$venv/bin/python" -m pip list 2>/dev/null | grep -i -E "^(gguf|llguidance|textual|fastapi|pydantic|tokenizers|jinja2|huggingface.hub|triton|numpy) "
+# uv prints each version it installs (" + gguf==0.17.0"): the floors the tests then run on
+"$venv/bin/uv" pip install --python "$venv/bin/python" --resolution lowest-direct -e ".[dev]"
 "$venv/bin/python" -m pytest -q -p no:cacheprovider -rfE "$@"
