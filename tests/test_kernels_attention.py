@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from dataclasses import dataclass
@@ -289,6 +290,37 @@ def test_triton_prefill_chunks_after_cache(dtype: torch.dtype, parts: int | None
     seqs = [(20, 20), (18, 37), (1, 6), (0, 0)]  # max_q_len > 16 takes the prefill plan
     batch = make_batch(seqs, 4, 2, 32, 8, torch.float16, dtype, seed=5)
     _compare_triton(batch, 0.17, ACT_TOL[dtype], parts=parts)  # 3: chunks over a split KV
+
+
+@needs_triton
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_triton_prefill_chunk_in_a_long_window_spreads_its_context(monkeypatch, dtype) -> None:
+    """A CUDA graph plans a chunk's KV split for its window (max_model_len), not for the live
+    context: the live context is spread over all the launch's partitions (a 250-token context
+    of a 2,048-token window over 4 partitions of 64-token tiles: 4 hold keys, not 1), and the
+    result is the reference's."""
+    from localllm.kernels.attention import paged_triton as pt
+
+    real = pt._merge_kernel
+    seen: list[torch.Tensor] = []
+
+    class Spy:  # records the partitions' log-sum-exp that the merge kernel is handed
+        def __getitem__(self, grid):  # noqa: ANN001, ANN204
+            def launch(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+                seen.append(args[1].clone())
+                return real[grid](*args, **kwargs)
+
+            return launch
+
+    monkeypatch.setattr(pt, "_merge_kernel", Spy())
+    seqs = [(20, 250), (1, 6), (0, 0)]  # the chunk; a decode row; a padding sequence
+    batch = make_batch(seqs, 4, 2, 32, 8, torch.float16, dtype, seed=9)
+    batch = dataclasses.replace(batch, max_seq_len=2048)
+    _compare_triton(batch, 0.17, ACT_TOL[dtype], parts=4)
+    (lse,) = seen  # [T, Hq, 4]
+    assert torch.isfinite(lse[:20]).all(), lse[:20, 0]  # every partition holds chunk keys
+    assert torch.isfinite(lse[20, :, 0]).all()  # 6 tokens: one tile, partition 0
+    assert torch.isinf(lse[20, :, 1:]).all()
 
 
 def test_plan_splits_short_chunks_over_long_contexts() -> None:

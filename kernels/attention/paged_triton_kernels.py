@@ -232,6 +232,12 @@ def _attn_kernel(
         spread = tl.maximum(tl.cdiv(tl.cdiv(seq_len, want), BLOCK_N), 1) * BLOCK_N
         least = tl.cdiv(tl.cdiv(seq_len, tl.num_programs(2)), BLOCK_N) * BLOCK_N
         part_len = tl.maximum(tl.minimum(tl.minimum(quarter, part_len), spread), least)
+    elif SPLIT:  # a prefill chunk over a split KV (merged by `_merge_kernel`): the live context
+        # spread over all the launch's partitions, as the planner splits a context of its own
+        # length; a CUDA graph plans for its window (max_model_len), where a 4,000-token
+        # context of a 32K window would sit in one partition of four
+        part_len = tl.minimum(part_len, tl.maximum(tl.cdiv(tl.cdiv(seq_len, tl.num_programs(2)),
+                                                           BLOCK_N), 1) * BLOCK_N)  # fmt: skip
     lo = p * part_len
     last = tl.minimum(tl.program_id(0) * TOK + TOK, q_len)  # causal bound of this row tile
     hi = tl.minimum(tl.minimum(seq_len, lo + part_len), seq_len - q_len + last)
