@@ -296,9 +296,9 @@ def test_triton_prefill_chunks_after_cache(dtype: torch.dtype, parts: int | None
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_triton_prefill_chunk_in_a_long_window_spreads_its_context(monkeypatch, dtype) -> None:
     """A CUDA graph plans a chunk's KV split for its window (max_model_len), not for the live
-    context: the live context is spread over all the launch's partitions (a 250-token context
-    of a 2,048-token window over 4 partitions of 64-token tiles: 4 hold keys, not 1), and the
-    result is the reference's."""
+    context: the live context is spread over the launch's partitions, MIN_PART (128) tokens
+    each at least, as a plan for its own length would (a 512-token context of a 2,048-token
+    window over 4 partitions: 4 hold keys, not 1), and the result is the reference's."""
     from localllm.kernels.attention import paged_triton as pt
 
     real = pt._merge_kernel
@@ -313,14 +313,14 @@ def test_triton_prefill_chunk_in_a_long_window_spreads_its_context(monkeypatch, 
             return launch
 
     monkeypatch.setattr(pt, "_merge_kernel", Spy())
-    seqs = [(20, 250), (1, 6), (0, 0)]  # the chunk; a decode row; a padding sequence
+    seqs = [(20, 512), (1, 200), (0, 0)]  # the chunk; a decode row; a padding sequence
     batch = make_batch(seqs, 4, 2, 32, 8, torch.float16, dtype, seed=9)
     batch = dataclasses.replace(batch, max_seq_len=2048)
     _compare_triton(batch, 0.17, ACT_TOL[dtype], parts=4)
     (lse,) = seen  # [T, Hq, 4]
     assert torch.isfinite(lse[:20]).all(), lse[:20, 0]  # every partition holds chunk keys
-    assert torch.isfinite(lse[20, :, 0]).all()  # 6 tokens: one tile, partition 0
-    assert torch.isinf(lse[20, :, 1:]).all()
+    # 200 tokens: two partitions of 128, not four of 64
+    assert torch.isfinite(lse[20, :, :2]).all() and torch.isinf(lse[20, :, 2:]).all()
 
 
 def test_plan_splits_short_chunks_over_long_contexts() -> None:

@@ -25,7 +25,7 @@ from localllm.kernels.plan import ATTN_DECODE_MAX_Q as DECODE_MAX_Q
 from localllm.kernels.plan import mha_int8_kdot
 from localllm.kernels.scratch import ZeroScratch
 
-MIN_PART = 128  # fewest KV tokens per decode partition
+MIN_PART = 128  # fewest KV tokens per partition of a split KV (decode and prefill chunks)
 # when a decode batch's sequences x KV heads fill under half the target programs, partitions
 # hold at most this many KV tiles while the launch stays within LONG_WAVES waves (H200, batch
 # 1, scripts/sweep_long_attention.py: llama2-7b's 32 KV heads at 16K tokens took 9 partitions of
@@ -295,7 +295,8 @@ def run_paged_attention(
     in the attention kernel itself: it spreads each sequence's live context over the planned
     partitions (at least one KV tile each), and of those that hold keys the last to finish
     combines them (one partition writes the output directly); longer chunks over a split KV
-    take the separate merge kernel with the planned partition length. `props`: the GPU the
+    spread their live context over the planned partitions too (a graph plans for its window)
+    and take the separate merge kernel. `props`: the GPU the
     plan is for (default: q's device; the interpreter plans one partition). `live_parts`
     forces how many partitions a decode's live context is spread over (tests). `long_context`:
     the step is a long-context step (`plan.LONG_CONTEXT`), which picks the kernel's loop
@@ -343,7 +344,7 @@ def run_paged_attention(
         OUT_QUANT=code if merge else 0, num_warps=plan.num_warps, num_stages=plan.stages, **pdl,
         live_parts=(live_parts or plan.live_parts) if merge else 1,
         live_cap=(live_parts or plan.live_cap) if merge else 1,
-        PART_TILES=DECODE_PART_TILES,
+        PART_TILES=DECODE_PART_TILES, MIN_PART=MIN_PART,
         MERGE_ROWS=plan.merge_rows if merge else 1, MERGE_PARTS=plan.merge_parts if merge else 1,
         PREFETCH=plan.prefetch, WIDEN=widen, KDOT=kdot, EMU=interpreting(),
     )  # fmt: skip

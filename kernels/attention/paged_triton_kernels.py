@@ -194,6 +194,7 @@ def _attn_kernel(
     live_parts=1,
     live_cap=1,
     PART_TILES: tl.constexpr = 8,
+    MIN_PART: tl.constexpr = 1,
     MERGE_ROWS: tl.constexpr = 1,
     MERGE_PARTS: tl.constexpr = 1,
     PREFETCH: tl.constexpr = False,
@@ -233,11 +234,11 @@ def _attn_kernel(
         least = tl.cdiv(tl.cdiv(seq_len, tl.num_programs(2)), BLOCK_N) * BLOCK_N
         part_len = tl.maximum(tl.minimum(tl.minimum(quarter, part_len), spread), least)
     elif SPLIT:  # a prefill chunk over a split KV (merged by `_merge_kernel`): the live context
-        # spread over all the launch's partitions, as the planner splits a context of its own
-        # length; a CUDA graph plans for its window (max_model_len), where a 4,000-token
-        # context of a 32K window would sit in one partition of four
-        part_len = tl.minimum(part_len, tl.maximum(tl.cdiv(tl.cdiv(seq_len, tl.num_programs(2)),
-                                                           BLOCK_N), 1) * BLOCK_N)  # fmt: skip
+        # spread over the launch's partitions, MIN_PART tokens each at least, as `plan_launch`
+        # splits a context of its own length; a CUDA graph plans for its window (max_model_len),
+        # where a 4,000-token context of a 32K window would sit in one partition of four
+        even = tl.maximum(tl.cdiv(seq_len, tl.num_programs(2)), MIN_PART)
+        part_len = tl.minimum(part_len, tl.cdiv(even, BLOCK_N) * BLOCK_N)
     lo = p * part_len
     last = tl.minimum(tl.program_id(0) * TOK + TOK, q_len)  # causal bound of this row tile
     hi = tl.minimum(tl.minimum(seq_len, lo + part_len), seq_len - q_len + last)
