@@ -295,11 +295,11 @@ def run_paged_attention(
     in the attention kernel itself: it spreads each sequence's live context over the planned
     partitions (at least one KV tile each), and of those that hold keys the last to finish
     combines them (one partition writes the output directly); longer chunks over a split KV
-    spread their live context over the planned partitions too (a graph plans for its window)
-    and take the separate merge kernel. `props`: the GPU the
-    plan is for (default: q's device; the interpreter plans one partition). `live_parts`
-    forces how many partitions a decode's live context is spread over (tests). `long_context`:
-    the step is a long-context step (`plan.LONG_CONTEXT`), which picks the kernel's loop
+    spread their live context over the planned partitions too, MIN_PART tokens each at least
+    (a graph plans for its window), and take the separate merge kernel. `props`: the GPU the
+    plan is for (default: q's device; the interpreter plans one partition). `live_parts` forces
+    how many partitions a decode's live context is spread over (tests). `long_context`: the
+    step is a long-context step (`plan.LONG_CONTEXT`), which picks the kernel's loop
     (`kv_dot`), not what it computes."""
     check_attention_args(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens)
     _check_layout(q, k_cache, v_cache, k_scale, v_scale, block_tables)
