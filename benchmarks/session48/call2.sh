@@ -2,8 +2,8 @@
 # Session 48, call 2 (carry .whl with llguidance 1.7.0, .carry/td (stories260K only),
 # .carry/anchors, .carry/llamacpp-bin.tar.xz, .carry/COMMIT): the guided decoding GPU tests owed
 # since session 47 (they failed there on llguidance 1.6.1), then, with the time left, the ratio
-# table of issue 16 if the GPU is an H200 (session 46's call B: llama.cpp built off the GPU machine, both engines on
-# both files in this call) and the turn after a cached prefix.
+# table of issue 16 if the GPU is an H200 (session 46's call B: llama.cpp built off the GPU
+# machine, both engines on both files in this call) and the turn after a cached prefix.
 set -uo pipefail
 start=$(date +%s)
 R=$PWD

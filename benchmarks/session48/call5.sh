@@ -2,7 +2,7 @@
 # Session 48's next call, not run (no device time left): carry .whl, .carry/old (before the call:
 # `bash scripts/ab_versions.sh --pack 0c3ef7a`, the package before the change) and .carry/COMMIT
 # (`bash scripts/stamp_commit.sh`). Prefill-chunk attention in a CUDA graph planned for a long
-# window (b261384 + its review commit: the live context spread over the launch's KV partitions).
+# window (b261384, eb03dcf: the live context spread over the launch's KV partitions).
 # 1) the kernel, old against new, one layer with its merge, the cached turn's shape (112 query
 # tokens over 4,000 cached ones) planned for the live context and for a 32K window; 2) the
 # attention tests of the new code on the GPU (the prefill ones, incl. the window test, which is

@@ -221,6 +221,9 @@ def _attn_kernel(
     dmask = d < HEAD_DIM
     tok = (q_start + qi).to(tl.int64)
     qpos = seq_len - q_len + qi  # [BLOCK_M] absolute position of each query row
+    # the live context over every partition of the grid, in whole KV tiles: the shortest
+    # partition a split launch takes (dropped by the compiler where unused)
+    least = tl.cdiv(tl.cdiv(seq_len, tl.num_programs(2)), BLOCK_N) * BLOCK_N
     if MERGE:  # decode: partitions sized to the live context, not to the longest one a CUDA
         # graph may see (`paged_triton.live_partitions`): a quarter of it (>= one KV tile) up
         # to the planned length, spread over what the planner would plan for it (`_spread`:
@@ -231,14 +234,12 @@ def _attn_kernel(
         long = tl.minimum(tl.cdiv(seq_len, PART_TILES * BLOCK_N), live_cap)
         want = tl.maximum(live_parts, long)
         spread = tl.maximum(tl.cdiv(tl.cdiv(seq_len, want), BLOCK_N), 1) * BLOCK_N
-        least = tl.cdiv(tl.cdiv(seq_len, tl.num_programs(2)), BLOCK_N) * BLOCK_N
         part_len = tl.maximum(tl.minimum(tl.minimum(quarter, part_len), spread), least)
     elif SPLIT:  # a prefill chunk over a split KV (merged by `_merge_kernel`): the live context
         # spread over the launch's partitions, MIN_PART tokens each at least, as `plan_launch`
         # splits a context of its own length; a CUDA graph plans for its window (max_model_len),
         # where a 4,000-token context of a 32K window would sit in one partition of four
-        even = tl.maximum(tl.cdiv(seq_len, tl.num_programs(2)), MIN_PART)
-        part_len = tl.minimum(part_len, tl.cdiv(even, BLOCK_N) * BLOCK_N)
+        part_len = tl.minimum(part_len, tl.maximum(least, tl.cdiv(MIN_PART, BLOCK_N) * BLOCK_N))
     lo = p * part_len
     last = tl.minimum(tl.program_id(0) * TOK + TOK, q_len)  # causal bound of this row tile
     hi = tl.minimum(tl.minimum(seq_len, lo + part_len), seq_len - q_len + last)
